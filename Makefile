@@ -1,0 +1,37 @@
+# The README's two commands are `make run` and `make test`; everything else supports them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DATA   ?= ./data
+ADDRESS ?= 127.0.0.1:9000
+
+.PHONY: run test lint install bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The package alone: what `make run` needs.
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# The package and its test extra.
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+install: $(VENV)/.installed-test
+
+run: $(VENV)/.installed-run
+	$(BIN)/s3gw serve --data $(DATA) --address $(ADDRESS)
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,69 @@
+"""Command line: `s3gw serve`, `s3gw credentials`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shlex
+import signal
+import sys
+
+from aiohttp import web
+
+from . import config
+from .app import build_app, describe
+
+
+def _serve(settings: config.Settings) -> None:
+    asyncio.run(_run(settings))
+
+
+async def _run(settings: config.Settings) -> None:
+    app = build_app(settings)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    for line in describe(settings, app, url):
+        logging.getLogger("gateway").info("%s", line)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _credentials(settings: config.Settings) -> None:
+    users, _ = config.load_users(settings)
+    user = next(iter(users.values()))
+    print(f"export AWS_ACCESS_KEY_ID={shlex.quote(user.access_key)}")
+    print(f"export AWS_SECRET_ACCESS_KEY={shlex.quote(user.secret_key)}")
+    print(f"export AWS_DEFAULT_REGION={shlex.quote(settings.region)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="s3gw", description="An S3-compatible gateway")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve the S3 API")
+    config.add_options(serve)
+    creds = commands.add_parser(
+        "credentials", help="print the gateway's credentials as shell exports"
+    )
+    config.add_options(creds)
+    args = parser.parse_args(argv)
+    settings = config.settings_from(args)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "serve":
+        _serve(settings)
+    else:
+        _credentials(settings)

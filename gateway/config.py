@@ -1,0 +1,118 @@
+"""One settings object, from command-line flags and S3GW_* environment variables.
+
+Every flag `--some-name` also reads `S3GW_SOME_NAME`; a flag given on the command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .s3.auth import User
+
+CREDENTIALS_FILE = "credentials.json"
+MAX_OBJECT_SIZE = 5 * 1024**3  # PutObject's limit (AWS: 5 GiB in one PUT)
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path
+    host: str
+    port: int
+    region: str = "us-east-1"
+    access_key: str | None = None
+    secret_key: str | None = None
+    inline_max: int = 64 * 1024
+    log_level: str = "info"
+    max_object_size: int = MAX_OBJECT_SIZE
+
+
+# (flag, environment variable suffix, type, default, help)
+_OPTIONS: list[tuple[str, type, object, str]] = [
+    ("data", str, "./data", "data folder (catalog, blobs)"),
+    ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
+    ("region", str, "us-east-1", "the region this endpoint answers for"),
+    ("access-key", str, None, "access key of the gateway's user"),
+    ("secret-key", str, None, "secret key of the gateway's user"),
+    ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
+    ("log-level", str, "info", "debug, info, warning or error"),
+]
+
+
+def env_name(flag: str) -> str:
+    return "S3GW_" + flag.upper().replace("-", "_")
+
+
+def add_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
+    env = os.environ if env is None else env
+    for flag, kind, default, text in _OPTIONS:
+        name = env_name(flag)
+        value = env.get(name, default)
+        parser.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=kind(value) if value is not None else None,
+            help=f"{text} (env {name}; default {default})",
+        )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    host, sep, port = args.address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"--address must be HOST:PORT, not {args.address!r}")
+    return Settings(
+        data=Path(args.data),
+        host=host.strip("[]") or "127.0.0.1",
+        port=int(port),
+        region=args.region,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+        inline_max=args.inline_max,
+        log_level=args.log_level,
+    )
+
+
+def _random(alphabet: str, n: int) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
+    """The users the gateway accepts, keyed by access key, and the credentials file used.
+
+    S3GW_ACCESS_KEY/S3GW_SECRET_KEY win; otherwise the pair kept in the data folder, created
+    (random, mode 0600) on first start.
+    """
+    path: Path | None = None
+    if settings.access_key and settings.secret_key:
+        access, secret = settings.access_key, settings.secret_key
+    elif settings.access_key or settings.secret_key:
+        raise SystemExit("set both S3GW_ACCESS_KEY and S3GW_SECRET_KEY, or neither")
+    else:
+        path = settings.data / CREDENTIALS_FILE
+        if path.exists():
+            stored = json.loads(path.read_text())
+            access, secret = stored["access_key"], stored["secret_key"]
+        else:
+            settings.data.mkdir(parents=True, exist_ok=True)
+            access = "S3GW" + _random(string.ascii_uppercase + string.digits, 16)
+            secret = _random(string.ascii_letters + string.digits, 40)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"access_key": access, "secret_key": secret}, f)
+                f.flush()
+                os.fsync(f.fileno())
+    # The canonical id is derived from the access key so that it is stable across restarts.
+    user = User(
+        access_key=access,
+        secret_key=secret,
+        display_name="s3gw",
+        canonical_id=hashlib.sha256(b"s3gw-user:" + access.encode()).hexdigest(),
+    )
+    return {access: user}, path

@@ -1,0 +1,600 @@
+"""AWS Signature Version 4 authentication for S3: header-signed and presigned requests.
+
+The rules are AWS's own:
+https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html and
+https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html.
+Every failure is an `S3Error` with the code (and, where AWS adds them, the fields) S3 answers.
+
+The body is not read here: `AuthResult.payload_hash` tells the caller what to check it against
+while streaming it, and `signing_key` lets it verify aws-chunked chunk signatures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import quote, unquote, unquote_to_bytes
+
+from gateway.s3.errors import S3Error
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+SERVICE = "s3"
+TERMINATOR = "aws4_request"
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+STREAMING_PAYLOADS = frozenset(
+    {
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+        "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+        "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD",
+        "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER",
+    }
+)
+# AWS refuses header-signed requests whose time is more than 15 minutes off the server's.
+MAX_SKEW_SECONDS = 15 * 60
+# A presigned URL lives at most seven days (sigv4-query-string-auth.html, X-Amz-Expires).
+MAX_EXPIRES_SECONDS = 7 * 24 * 60 * 60
+
+_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+_INTEGER = re.compile(r"[+-]?\d+")
+# AWS UriEncode keeps only the unreserved characters; quote() keeps letters and digits itself.
+_UNRESERVED = "-_.~"
+_QUERY_AUTH_PARAMS = (
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Signature",
+    "X-Amz-Date",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Expires",
+)
+_CONTENT_SHA256_MESSAGE = (
+    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, "
+    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, "
+    "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER "
+    "or a valid sha256 value."
+)
+
+
+@dataclass(frozen=True)
+class User:
+    access_key: str
+    secret_key: str
+    display_name: str
+    canonical_id: str
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    """What authentication needs of an HTTP request, free of any web framework."""
+
+    method: str
+    raw_path: str  # exactly as sent on the wire, percent-encoded, without the query
+    query_string: str  # exactly as sent, without the leading "?"
+    # Case-insensitive; in production a multidict.CIMultiDictProxy whose items() yields every
+    # occurrence of a repeated header, so repeated headers can be joined as SigV4 requires.
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    user: User
+    # "UNSIGNED-PAYLOAD", a lowercase hex SHA-256 or a "STREAMING-..." mode; presigned URLs are
+    # "UNSIGNED-PAYLOAD" unless they signed an x-amz-content-sha256 header.
+    payload_hash: str
+    signature: str  # the verified signature: the seed signature of an aws-chunked body
+    signing_key: bytes
+    amz_date: str  # "20130524T000000Z"
+    scope: str  # "20130524/us-east-1/s3/aws4_request"
+
+
+@dataclass(frozen=True)
+class _Dialect:
+    """How malformed credentials are reported: header and query auth use different codes."""
+
+    code: str
+    prefix: str
+
+
+_HEADER = _Dialect("AuthorizationHeaderMalformed", "The authorization header is malformed; ")
+_QUERY = _Dialect(
+    "AuthorizationQueryParametersError", "Error parsing the X-Amz-Credential parameter; "
+)
+
+
+@dataclass(frozen=True)
+class _Credential:
+    access_key: str
+    date: str
+    region: str
+    service: str
+    terminator: str
+
+    @property
+    def scope(self) -> str:
+        return f"{self.date}/{self.region}/{self.service}/{self.terminator}"
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A parsed signature claim, the same for header and query auth."""
+
+    credential: _Credential
+    signed_headers: tuple[str, ...]
+    signature: str
+    amz_date: str
+    when: dt.datetime
+    payload_hash: str
+    # Presigned URLs sign their query without X-Amz-Signature (sigv4-query-string-auth.html).
+    excluded_param: str | None
+
+
+class Authenticator:
+    """Verifies SigV4 requests against a fixed set of users and one region."""
+
+    def __init__(
+        self,
+        users: Mapping[str, User],
+        region: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._users = users
+        self._region = region
+        self._clock = clock
+
+    def authenticate(self, request: SignedRequest) -> AuthResult:
+        """Verifies a SigV4 header-signed or presigned (query) request; raises S3Error."""
+        headers = _header_values(request.headers)
+        params = _split_query(request.query_string)
+        names = {unquote(name) for name, _ in params}
+        authorization = _joined(headers, "authorization")
+        presigned = "X-Amz-Algorithm" in names or "X-Amz-Credential" in names
+        if authorization is not None and presigned:
+            raise S3Error(
+                "InvalidArgument",
+                "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, "
+                "Signature query string parameter or the Authorization header should be "
+                "specified",
+                ArgumentName="Authorization",
+                ArgumentValue=authorization,
+            )
+        if authorization is not None:
+            claim = self._header_claim(authorization, headers)
+        elif presigned:
+            claim = self._query_claim(params, headers)
+        elif "AWSAccessKeyId" in names and "Signature" in names:
+            raise S3Error("NotImplemented", "Signature Version 2 is not supported")
+        else:
+            # Anonymous access is not offered: every request must be signed.
+            raise S3Error("AccessDenied")
+        return self._verify(request, headers, params, claim)
+
+    # -- header auth ------------------------------------------------------------------------
+
+    def _header_claim(self, authorization: str, headers: Mapping[str, list[str]]) -> _Claim:
+        algorithm, _, rest = authorization.strip().partition(" ")
+        if algorithm == "AWS":
+            raise S3Error("NotImplemented", "Signature Version 2 is not supported")
+        if algorithm != ALGORITHM:
+            # AWS's answer to an Authorization header of a kind it does not know.
+            raise S3Error(
+                "InvalidArgument",
+                "Unsupported Authorization Type",
+                ArgumentName="Authorization",
+                ArgumentValue=authorization,
+            )
+        components = _authorization_components(rest)
+        credential = _parse_credential(components["Credential"], _HEADER)
+        signed_headers = _parse_signed_headers(components["SignedHeaders"], _HEADER)
+        amz_date, when = _header_date(headers)
+        self._check_scope(credential, amz_date, _HEADER)
+
+        payload_hash = _joined(headers, "x-amz-content-sha256")
+        if payload_hash is None:
+            raise S3Error(
+                "InvalidRequest", "Missing required header for this request: x-amz-content-sha256"
+            )
+        _check_payload_hash(payload_hash)
+        return _Claim(
+            credential=credential,
+            signed_headers=signed_headers,
+            signature=components["Signature"],
+            amz_date=amz_date,
+            when=when,
+            payload_hash=payload_hash,
+            excluded_param=None,
+        )
+
+    # -- query auth (presigned URLs) --------------------------------------------------------
+
+    def _query_claim(
+        self, params: list[tuple[str, str]], headers: Mapping[str, list[str]]
+    ) -> _Claim:
+        auth: dict[str, str] = {}
+        for raw_name, raw_value in params:
+            name = unquote(raw_name)
+            if name in _QUERY_AUTH_PARAMS:
+                if name in auth:
+                    # Two values for one auth parameter make the signed request ambiguous.
+                    raise S3Error(
+                        "AuthorizationQueryParametersError",
+                        f"Query-string authentication parameter {name} must be given once.",
+                    )
+                auth[name] = unquote(raw_value)
+        if any(name not in auth for name in _QUERY_AUTH_PARAMS):
+            raise S3Error(
+                "AuthorizationQueryParametersError",
+                "Query-string authentication version 4 requires the X-Amz-Algorithm, "
+                "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and "
+                "X-Amz-Expires parameters.",
+            )
+        if auth["X-Amz-Algorithm"] != ALGORITHM:
+            raise S3Error(
+                "AuthorizationQueryParametersError",
+                f'X-Amz-Algorithm only supports "{ALGORITHM}"',
+            )
+        credential = _parse_credential(auth["X-Amz-Credential"], _QUERY)
+        signed_headers = _parse_signed_headers(auth["X-Amz-SignedHeaders"], _QUERY)
+        amz_date = auth["X-Amz-Date"]
+        when = _parse_amz_date(amz_date)
+        if when is None:
+            raise S3Error(
+                "AuthorizationQueryParametersError",
+                "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"",
+            )
+        expires = _parse_expires(auth["X-Amz-Expires"])
+        self._check_scope(credential, amz_date, _QUERY)
+        self._check_presigned_window(when, expires, auth["X-Amz-Expires"])
+
+        # A presigned URL cannot know its body; it is unsigned unless the client chose to sign
+        # an x-amz-content-sha256 header, in which case that value is the one it hashed.
+        payload_hash = UNSIGNED_PAYLOAD
+        if "x-amz-content-sha256" in signed_headers:
+            sent = _joined(headers, "x-amz-content-sha256")
+            if sent is not None:
+                _check_payload_hash(sent)
+                payload_hash = sent
+        return _Claim(
+            credential=credential,
+            signed_headers=signed_headers,
+            signature=auth["X-Amz-Signature"],
+            amz_date=amz_date,
+            when=when,
+            payload_hash=payload_hash,
+            excluded_param="X-Amz-Signature",
+        )
+
+    def _check_presigned_window(self, when: dt.datetime, expires: int, sent: str) -> None:
+        now = self._clock()
+        start = when.timestamp()
+        if now > start + expires:
+            raise S3Error(
+                "AccessDenied",
+                "Request has expired",
+                **{
+                    "X-Amz-Expires": sent,
+                    "Expires": _iso8601(start + expires),
+                    "ServerTime": _iso8601(now),
+                },
+            )
+        if start - now > MAX_SKEW_SECONDS:
+            raise S3Error("AccessDenied", "Request is not valid yet")
+
+    # -- shared -----------------------------------------------------------------------------
+
+    def _check_scope(self, credential: _Credential, amz_date: str, dialect: _Dialect) -> None:
+        if credential.terminator != TERMINATOR:
+            raise S3Error(
+                dialect.code,
+                f'{dialect.prefix}incorrect terminal "{credential.terminator}". '
+                f'This endpoint uses "{TERMINATOR}".',
+            )
+        if credential.service != SERVICE:
+            raise S3Error(
+                dialect.code,
+                f'{dialect.prefix}incorrect service "{credential.service}". '
+                f'This endpoint belongs to "{SERVICE}".',
+            )
+        if credential.region != self._region:
+            raise S3Error(
+                dialect.code,
+                f"{dialect.prefix}the region '{credential.region}' is wrong; "
+                f"expecting '{self._region}'",
+                Region=self._region,
+            )
+        if credential.date != amz_date[:8]:
+            raise S3Error(
+                dialect.code, "Invalid credential date. Date is not the same as X-Amz-Date."
+            )
+
+    def _verify(
+        self,
+        request: SignedRequest,
+        headers: Mapping[str, list[str]],
+        params: list[tuple[str, str]],
+        claim: _Claim,
+    ) -> AuthResult:
+        credential = claim.credential
+        user = self._users.get(credential.access_key)
+        if user is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=credential.access_key)
+        if claim.excluded_param is None:
+            # Presigned URLs have their own window (X-Amz-Expires), checked while parsing.
+            now = self._clock()
+            if abs(now - claim.when.timestamp()) > MAX_SKEW_SECONDS:
+                raise S3Error(
+                    "RequestTimeTooSkewed",
+                    RequestTime=claim.amz_date,
+                    ServerTime=_iso8601(now),
+                    MaxAllowedSkewMilliseconds=MAX_SKEW_SECONDS * 1000,
+                )
+
+        signing_key = _signing_key(
+            user.secret_key, credential.date, credential.region, credential.service
+        )
+        canonical_headers, missing = _canonical_headers(headers, claim.signed_headers)
+        tail = "\n".join((canonical_headers, ";".join(claim.signed_headers), claim.payload_hash))
+        provided = _wire_bytes(claim.signature)
+
+        # AWS's canonical form first; then the path and query exactly as sent, because some
+        # clients sign what they send (botocore signs its URL's path and query verbatim) and
+        # encode differently from UriEncode, e.g. keep "%2F" in a key or "/" in a query value.
+        # The second form still covers every byte the server will interpret.
+        forms = [
+            (_canonical_uri(request.raw_path), _canonical_query(params, claim.excluded_param)),
+            (request.raw_path or "/", _verbatim_query(params, claim.excluded_param)),
+        ]
+        attempts: list[tuple[str, str]] = []
+        for uri, query in forms:
+            canonical_request = f"{request.method}\n{uri}\n{query}\n{tail}"
+            if attempts and attempts[0][0] == canonical_request:
+                continue
+            string_to_sign = "\n".join(
+                (
+                    ALGORITHM,
+                    claim.amz_date,
+                    credential.scope,
+                    hashlib.sha256(_wire_bytes(canonical_request)).hexdigest(),
+                )
+            )
+            attempts.append((canonical_request, string_to_sign))
+            if missing:
+                # A signed header the request lacks can never verify; report AWS's form only.
+                break
+            expected = hmac.new(signing_key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+            if hmac.compare_digest(expected.encode(), provided):
+                return AuthResult(
+                    user=user,
+                    payload_hash=_result_payload_hash(claim.payload_hash),
+                    signature=claim.signature,
+                    signing_key=signing_key,
+                    amz_date=claim.amz_date,
+                    scope=credential.scope,
+                )
+
+        canonical_request, string_to_sign = attempts[0]
+        raise S3Error(
+            "SignatureDoesNotMatch",
+            AWSAccessKeyId=credential.access_key,
+            StringToSign=string_to_sign,
+            SignatureProvided=claim.signature,
+            CanonicalRequest=canonical_request,
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _signing_key(secret_key: str, date: str, region: str, service: str) -> bytes:
+    """Derives the SigV4 signing key; cached because it changes once a day per user."""
+    key = hmac.new(f"AWS4{secret_key}".encode(), date.encode(), hashlib.sha256).digest()
+    for part in (region, service, TERMINATOR):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def _wire_bytes(text: str) -> bytes:
+    """The bytes a string stood for on the wire.
+
+    aiohttp decodes the request line and headers as UTF-8 with surrogateescape, so undoing that
+    gives back the bytes the client signed; "surrogatepass" keeps any other lone surrogate from
+    escaping as a UnicodeEncodeError instead of an S3 error.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _header_values(headers: Mapping[str, str]) -> dict[str, list[str]]:
+    """Lowercase name -> every value sent, in order.
+
+    items() of a multidict yields each occurrence of a repeated header, which SigV4 joins
+    with ","; a plain dict simply has one value per name.
+    """
+    values: dict[str, list[str]] = {}
+    for name, value in headers.items():
+        values.setdefault(name.lower(), []).append(value)
+    return values
+
+
+def _joined(headers: Mapping[str, list[str]], name: str) -> str | None:
+    values = headers.get(name)
+    return None if values is None else ",".join(values)
+
+
+def _authorization_components(rest: str) -> dict[str, str]:
+    components: dict[str, str] = {}
+    for part in rest.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name not in ("Credential", "SignedHeaders", "Signature"):
+            raise S3Error(
+                "AuthorizationHeaderMalformed",
+                f"{_HEADER.prefix}the authorization component {part.strip()!r} is malformed.",
+            )
+        if name in components:
+            raise S3Error(
+                "AuthorizationHeaderMalformed",
+                f"{_HEADER.prefix}the authorization component {name} is given twice.",
+            )
+        components[name] = value.strip()
+    if len(components) != 3:
+        raise S3Error(
+            "AuthorizationHeaderMalformed",
+            f"{_HEADER.prefix}the authorization header requires three components: "
+            "Credential, SignedHeaders, and Signature.",
+        )
+    return components
+
+
+def _parse_credential(value: str, dialect: _Dialect) -> _Credential:
+    # Access key ids never contain "/", so the scope splits unambiguously.
+    parts = value.split("/")
+    if len(parts) != 5:
+        raise S3Error(
+            dialect.code,
+            f"{dialect.prefix}the Credential is mal-formed; "
+            'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".',
+        )
+    return _Credential(*parts)
+
+
+def _parse_signed_headers(value: str, dialect: _Dialect) -> tuple[str, ...]:
+    # Kept in the client's order: that is the order it built its canonical headers in.
+    names = tuple(name.lower() for name in value.split(";"))
+    if not value or "" in names:
+        raise S3Error(dialect.code, f"{dialect.prefix}SignedHeaders {value!r} is malformed.")
+    # Without host a signature could be replayed against another bucket or endpoint.
+    if "host" not in names:
+        raise S3Error(dialect.code, f"{dialect.prefix}SignedHeaders must include host.")
+    return names
+
+
+def _header_date(headers: Mapping[str, list[str]]) -> tuple[str, dt.datetime]:
+    """(basic ISO 8601 date for the string to sign, the same instant) from x-amz-date or Date."""
+    amz_date = _joined(headers, "x-amz-date")
+    if amz_date is not None:
+        when = _parse_amz_date(amz_date)
+        if when is not None:
+            return amz_date, when
+    else:
+        date = _joined(headers, "date")
+        when = _parse_http_date(date) if date is not None else None
+        if when is not None:
+            return when.strftime("%Y%m%dT%H%M%SZ"), when
+    raise S3Error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
+
+
+def _parse_amz_date(value: str) -> dt.datetime | None:
+    # strptime alone would accept one-digit fields; the wire format is fixed-width.
+    if not _AMZ_DATE.fullmatch(value):
+        return None
+    try:
+        return dt.datetime.strptime(value, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def _parse_http_date(value: str) -> dt.datetime | None:
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        # RFC 1123 dates in HTTP are GMT; "-0000" parses as naive.
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC)
+
+
+def _parse_expires(value: str) -> int:
+    if not _INTEGER.fullmatch(value):
+        raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires should be a number")
+    expires = int(value)
+    if expires < 0:
+        raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires must be non-negative")
+    if expires == 0:
+        raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires must be at least 1")
+    if expires > MAX_EXPIRES_SECONDS:
+        raise S3Error(
+            "AuthorizationQueryParametersError",
+            "X-Amz-Expires must be less than a week (in seconds) that is; 604800",
+        )
+    return expires
+
+
+def _check_payload_hash(value: str) -> None:
+    if value == UNSIGNED_PAYLOAD or value in STREAMING_PAYLOADS or _SHA256_HEX.fullmatch(value):
+        return
+    raise S3Error(
+        "InvalidArgument",
+        _CONTENT_SHA256_MESSAGE,
+        ArgumentName="x-amz-content-sha256",
+        ArgumentValue=value,
+    )
+
+
+def _result_payload_hash(value: str) -> str:
+    # The caller compares against hashlib's lowercase hexdigest; modes are case-sensitive.
+    return value.lower() if _SHA256_HEX.fullmatch(value) else value
+
+
+def _iso8601(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uri_encode(raw: str, safe: str) -> str:
+    # Decode to bytes, not text: a "%FF" that is not UTF-8 must survive re-encoding as "%FF".
+    return quote(unquote_to_bytes(_wire_bytes(raw)), safe=safe)
+
+
+def _canonical_uri(raw_path: str) -> str:
+    # S3 is the one service whose path is neither normalised nor double-encoded: "a//b" and
+    # "../x" are key names, not path syntax (sig-v4-header-based-auth.html, CanonicalURI).
+    return _uri_encode(raw_path, "/" + _UNRESERVED) or "/"
+
+
+def _split_query(query_string: str) -> list[tuple[str, str]]:
+    """Raw (name, value) pairs as sent; a bare "uploads" has the value ""."""
+    pairs = []
+    for part in query_string.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            pairs.append((name, value))
+    return pairs
+
+
+def _canonical_query(params: list[tuple[str, str]], excluded: str | None) -> str:
+    # unquote, never unquote_plus: SDKs send a space as %20 and a "+" as %2B, so a literal
+    # "+" means "+". Sorting the (name, value) pairs, not "name=value" strings, is AWS's order.
+    encoded = sorted(
+        (_uri_encode(name, _UNRESERVED), _uri_encode(value, _UNRESERVED))
+        for name, value in params
+        if excluded is None or unquote(name) != excluded
+    )
+    return "&".join(f"{name}={value}" for name, value in encoded)
+
+
+def _verbatim_query(params: list[tuple[str, str]], excluded: str | None) -> str:
+    pairs = sorted((name, value) for name, value in params if name != excluded)
+    return "&".join(f"{name}={value}" for name, value in pairs)
+
+
+def _canonical_headers(
+    headers: Mapping[str, list[str]], signed: tuple[str, ...]
+) -> tuple[str, bool]:
+    """The CanonicalHeaders block (each line ends in a newline) and whether any is missing."""
+    lines = []
+    missing = False
+    for name in signed:
+        values = headers.get(name)
+        if values is None:
+            missing = True
+            values = []
+        # Trimall: strip, and collapse inner whitespace runs to one space, as the SDKs do.
+        lines.append(f"{name}:{','.join(' '.join(value.split()) for value in values)}\n")
+    return "".join(lines), missing

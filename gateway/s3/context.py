@@ -1,0 +1,57 @@
+"""What an operation handler receives: the request, its route, who sent it, and the store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiohttp import web
+from multidict import CIMultiDictProxy, MultiDictProxy
+
+from ..config import Settings
+from ..store import Store
+from .auth import User
+from .payload import Payload
+from .router import Route
+from .xml import Node
+
+# Set once a response's status and headers have gone out: an error after that cannot be
+# answered with an error document any more.
+RESPONSE_STARTED = web.RequestKey("response_started", bool)
+
+
+@dataclass
+class Context:
+    request: web.Request
+    route: Route
+    user: User
+    store: Store
+    settings: Settings
+    payload: Payload
+    users_by_id: Mapping[str, User]
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        return self.request.headers
+
+    @property
+    def query(self) -> MultiDictProxy[str]:
+        return self.request.query
+
+    @property
+    def bucket(self) -> str:
+        assert self.route.bucket is not None
+        return self.route.bucket
+
+    @property
+    def key(self) -> str:
+        assert self.route.key is not None
+        return self.route.key
+
+    async def start(self, response: web.StreamResponse) -> None:
+        await response.prepare(self.request)
+        self.request[RESPONSE_STARTED] = True
+
+    def owner(self, canonical_id: str) -> list[Node]:
+        user = self.users_by_id.get(canonical_id)
+        return [("ID", canonical_id), ("DisplayName", user.display_name if user else None)]

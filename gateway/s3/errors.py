@@ -1,0 +1,142 @@
+"""S3 errors: one exception type, AWS's codes and statuses, one renderer.
+
+Codes, statuses and default messages follow the table in AWS's "Error responses" page
+(https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+"""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+# code -> (HTTP status, default message)
+CODES: dict[str, tuple[int, str]] = {
+    "AccessDenied": (403, "Access Denied"),
+    "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
+    "AuthorizationQueryParametersError": (
+        400,
+        "Error parsing the X-Amz-Credential parameter.",
+    ),
+    "BadDigest": (400, "The Content-MD5 you specified did not match what we received."),
+    "BucketAlreadyExists": (
+        409,
+        "The requested bucket name is not available. The bucket namespace is shared by all "
+        "users of the system. Please select a different name and try again.",
+    ),
+    "BucketAlreadyOwnedByYou": (
+        409,
+        "Your previous request to create the named bucket succeeded and you already own it.",
+    ),
+    "BucketNotEmpty": (409, "The bucket you tried to delete is not empty"),
+    "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed size"),
+    "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),
+    "IllegalLocationConstraintException": (
+        400,
+        "The unspecified location constraint is incompatible for the region specific endpoint "
+        "this request was sent to.",
+    ),
+    "IncompleteBody": (
+        400,
+        "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+    ),
+    "InternalError": (500, "We encountered an internal error. Please try again."),
+    "InvalidAccessKeyId": (
+        403,
+        "The AWS Access Key Id you provided does not exist in our records.",
+    ),
+    "InvalidArgument": (400, "Invalid Argument"),
+    "InvalidBucketName": (400, "The specified bucket is not valid."),
+    "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
+    "InvalidLocationConstraint": (400, "The specified location-constraint is not valid"),
+    "InvalidPart": (
+        400,
+        "One or more of the specified parts could not be found.  The part may not have been "
+        "uploaded, or the specified entity tag may not match the part's entity tag.",
+    ),
+    "InvalidPartOrder": (
+        400,
+        "The list of parts was not in ascending order. Parts must be ordered by part number.",
+    ),
+    "InvalidRange": (416, "The requested range is not satisfiable"),
+    "InvalidRequest": (400, "Invalid Request"),
+    "InvalidStorageClass": (400, "The storage class you specified is not valid"),
+    "InvalidURI": (400, "Couldn't parse the specified URI."),
+    "KeyTooLongError": (400, "Your key is too long"),
+    "MalformedXML": (
+        400,
+        "The XML you provided was not well-formed or did not validate against our published "
+        "schema",
+    ),
+    "MaxMessageLengthExceeded": (400, "Your request was too big."),
+    "MetadataTooLarge": (
+        400,
+        "Your metadata headers exceed the maximum allowed metadata size.",
+    ),
+    "MethodNotAllowed": (405, "The specified method is not allowed against this resource."),
+    "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
+    "MissingSecurityHeader": (400, "Your request is missing a required header."),
+    "NoSuchBucket": (404, "The specified bucket does not exist"),
+    "NoSuchKey": (404, "The specified key does not exist."),
+    "NoSuchUpload": (
+        404,
+        "The specified upload does not exist. The upload ID may be invalid, or the upload may "
+        "have been aborted or completed.",
+    ),
+    "NoSuchVersion": (
+        404,
+        "The specified version does not exist.",
+    ),
+    "NotImplemented": (
+        501,
+        "A header or query you provided implies functionality that is not implemented.",
+    ),
+    "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),
+    "RequestTimeTooSkewed": (
+        403,
+        "The difference between the request time and the current time is too large.",
+    ),
+    "RequestTimeout": (
+        400,
+        "Your socket connection to the server was not read from or written to within the "
+        "timeout period.",
+    ),
+    "ServiceUnavailable": (503, "Please reduce your request rate."),
+    "SignatureDoesNotMatch": (
+        403,
+        "The request signature we calculated does not match the signature you provided. "
+        "Check your key and signing method.",
+    ),
+    "XAmzContentSHA256Mismatch": (
+        400,
+        "The provided 'x-amz-content-sha256' header does not match what was computed.",
+    ),
+}
+
+
+class S3Error(Exception):
+    """An error S3 would answer: code, HTTP status, message and extra XML fields.
+
+    Raised anywhere below the middleware, rendered once by `to_xml`. `fields` become child
+    elements of <Error> in order (AWS adds e.g. <Key>, <BucketName>, <Condition>).
+    """
+
+    def __init__(self, code: str, message: str | None = None, **fields: object) -> None:
+        status, default = CODES[code]
+        self.code = code
+        self.status = status
+        self.message = message or default
+        self.fields = {k: str(v) for k, v in fields.items() if v is not None}
+        super().__init__(f"{code}: {self.message}")
+
+    def to_xml(self, resource: str, request_id: str) -> bytes:
+        extra = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in self.fields.items())
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{self.code}</Code><Message>{escape(self.message)}</Message>"
+            f"{extra}<Resource>{escape(resource)}</Resource>"
+            f"<RequestId>{request_id}</RequestId><HostId>{request_id}</HostId></Error>"
+        ).encode()
+
+
+def invalid_argument(message: str, name: str, value: str | None = None) -> S3Error:
+    """InvalidArgument names the offending argument, as AWS does."""
+    return S3Error("InvalidArgument", message, ArgumentName=name, ArgumentValue=value)

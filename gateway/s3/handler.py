@@ -1,0 +1,134 @@
+"""The one request handler: route, authenticate, authorise, dispatch, render errors.
+
+Every response carries `x-amz-request-id`. An S3Error (or a store error, which names its S3
+code) becomes S3's XML error; anything else is logged with its traceback and answered with a
+plain InternalError, never the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+
+from ..config import Settings
+from ..store import Store, StoreError
+from .auth import Authenticator, SignedRequest, User
+from .context import RESPONSE_STARTED, Context
+from .errors import S3Error
+from .ops import buckets, listing, objects
+from .payload import Payload
+from .router import route
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("gateway.access")
+
+Operation = Callable[[Context], Awaitable[web.StreamResponse]]
+
+OPERATIONS: dict[str, Operation] = {
+    **buckets.OPERATIONS,
+    **objects.OPERATIONS,
+    **listing.OPERATIONS,
+}
+
+REQUEST_ID = web.RequestKey("request_id", str)
+OPERATION = web.RequestKey("operation", str)
+
+
+class S3Handler:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        users: Mapping[str, User],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.auth = Authenticator(users, settings.region)
+        self.users_by_id = {u.canonical_id: u for u in users.values()}
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        request_id = secrets.token_hex(8).upper()
+        request[REQUEST_ID] = request_id
+        started = time.perf_counter()
+        try:
+            response = await self._handle(request)
+        except S3Error as exc:
+            response = self._error(request, exc, request_id)
+        except StoreError as exc:
+            response = self._error(
+                request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
+            )
+        except Exception:
+            if request.get(RESPONSE_STARTED):
+                # The body was already streaming: the only honest signal left is to cut it.
+                log.exception("request %s failed while sending its body", request_id)
+                raise
+            log.exception("request %s failed", request_id)
+            response = self._error(request, S3Error("InternalError"), request_id)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s %s %s %d %.1fms",
+                request_id,
+                request.get(OPERATION, "-"),
+                request.method,
+                request.raw_path,
+                response.status,
+                (time.perf_counter() - started) * 1000,
+            )
+        return response
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw_path, _, query_string = request.raw_path.partition("?")
+        target = route(request.method, raw_path, request.query, request.headers)
+        request[OPERATION] = target.operation
+        auth = self.auth.authenticate(
+            SignedRequest(request.method, raw_path, query_string, request.headers)
+        )
+        operation = OPERATIONS.get(target.operation)
+        if operation is None:
+            raise S3Error(
+                "NotImplemented", f"{target.operation} is not implemented by this gateway"
+            )
+        if target.bucket is not None and target.operation != "CreateBucket":
+            bucket = self.store.get_bucket(target.bucket)
+            if bucket is None:
+                raise S3Error("NoSuchBucket", BucketName=target.bucket)
+            if bucket.owner != auth.user.canonical_id:
+                raise S3Error("AccessDenied")
+        ctx = Context(
+            request=request,
+            route=target,
+            user=auth.user,
+            store=self.store,
+            settings=self.settings,
+            payload=Payload(request, auth.payload_hash),
+            users_by_id=self.users_by_id,
+        )
+        return await operation(ctx)
+
+    def _error(self, request: web.Request, exc: S3Error, request_id: str) -> web.Response:
+        if request.method == "HEAD":
+            # HEAD answers carry no body; the status says it all (boto3 reports "404").
+            return web.Response(status=exc.status)
+        resource = request.raw_path.partition("?")[0]
+        return web.Response(
+            status=exc.status,
+            body=exc.to_xml(resource, request_id),
+            content_type="application/xml",
+        )
+
+
+async def on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    request_id = request.get(REQUEST_ID)
+    if request_id is not None:
+        response.headers["x-amz-request-id"] = request_id
+        response.headers["x-amz-id-2"] = request_id
+    response.headers["Server"] = "s3gw"
+    # A body we did not read (an error answered before it, or an `Expect: 100-continue` body
+    # never invited) would be read as the next request: close the connection instead.
+    if request.body_exists and not request.content.is_eof():
+        response.force_close()

@@ -1,0 +1,122 @@
+"""ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation, GetBucketVersioning."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from aiohttp import web
+
+from .. import xml
+from ..context import Context
+from ..errors import S3Error
+
+MAX_XML_BODY = 64 * 1024
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def valid_bucket_name(name: str) -> bool:
+    """AWS's general purpose bucket naming rules (bucketnamingrules.html)."""
+    if not _NAME.fullmatch(name) or ".." in name:
+        return False
+    if name.startswith(_RESERVED_PREFIXES) or name.endswith(_RESERVED_SUFFIXES):
+        return False
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return True
+    return False
+
+
+def _xml(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/xml")
+
+
+async def list_buckets(ctx: Context) -> web.StreamResponse:
+    buckets = ctx.store.list_buckets(ctx.user.canonical_id)
+    return _xml(
+        xml.render(
+            "ListAllMyBucketsResult",
+            [
+                ("Owner", ctx.owner(ctx.user.canonical_id)),
+                (
+                    "Buckets",
+                    [
+                        (
+                            "Bucket",
+                            [
+                                ("Name", b.name),
+                                ("CreationDate", xml.iso8601(b.created_ns)),
+                                ("BucketRegion", b.region),
+                            ],
+                        )
+                        for b in buckets
+                    ],
+                ),
+            ],
+        )
+    )
+
+
+async def create_bucket(ctx: Context) -> web.StreamResponse:
+    name = ctx.bucket
+    if not valid_bucket_name(name):
+        raise S3Error("InvalidBucketName", BucketName=name)
+    if ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
+        raise S3Error("NotImplemented", "Object Lock is not supported")
+    body = await ctx.payload.read(MAX_XML_BODY)
+    region = ctx.settings.region
+    if body.strip():
+        root = xml.parse(body)
+        if root.tag != "CreateBucketConfiguration":
+            raise S3Error("MalformedXML")
+        constraint = xml.child_text(root, "LocationConstraint")
+        if constraint is not None:
+            # AWS: us-east-1 is the absence of a constraint; naming it is an error there.
+            if constraint == "us-east-1" == region:
+                raise S3Error("InvalidLocationConstraint", LocationConstraint=constraint)
+            if constraint and constraint != region:
+                raise S3Error(
+                    "IllegalLocationConstraintException",
+                    f"The {constraint} location constraint is incompatible for the region "
+                    "specific endpoint this request was sent to.",
+                )
+    await ctx.store.create_bucket(name, ctx.user.canonical_id, region)
+    return web.Response(headers={"Location": "/" + name})
+
+
+async def head_bucket(ctx: Context) -> web.StreamResponse:
+    bucket = ctx.store.get_bucket(ctx.bucket)
+    assert bucket is not None  # the dispatcher checked it exists
+    return web.Response(headers={"x-amz-bucket-region": bucket.region})
+
+
+async def delete_bucket(ctx: Context) -> web.StreamResponse:
+    await ctx.store.delete_bucket(ctx.bucket)
+    return web.Response(status=204)
+
+
+async def get_bucket_location(ctx: Context) -> web.StreamResponse:
+    bucket = ctx.store.get_bucket(ctx.bucket)
+    assert bucket is not None
+    # us-east-1 is reported as an empty LocationConstraint.
+    region = "" if bucket.region == "us-east-1" else bucket.region
+    return _xml(xml.render("LocationConstraint", region))
+
+
+async def get_bucket_versioning(ctx: Context) -> web.StreamResponse:
+    # Versioning has never been enabled on any bucket: S3 answers an empty configuration.
+    return _xml(xml.render("VersioningConfiguration", []))
+
+
+OPERATIONS = {
+    "ListBuckets": list_buckets,
+    "CreateBucket": create_bucket,
+    "HeadBucket": head_bucket,
+    "DeleteBucket": delete_bucket,
+    "GetBucketLocation": get_bucket_location,
+    "GetBucketVersioning": get_bucket_versioning,
+}

@@ -1,0 +1,136 @@
+"""ListObjects (v1) and ListObjectsV2."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import quote_plus
+
+from aiohttp import web
+
+from ... import digest
+from ...store import ListPage
+from .. import xml
+from ..context import Context
+from ..errors import S3Error, invalid_argument
+
+MAX_KEYS = 1000
+
+
+def _max_keys(ctx: Context) -> int:
+    raw = ctx.query.get("max-keys")
+    if raw is None:
+        return MAX_KEYS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise invalid_argument(
+            "Provided max-keys not an integer or within integer range", "max-keys", raw
+        )
+    return min(value, MAX_KEYS)
+
+
+def _encoder(ctx: Context):  # type: ignore[no-untyped-def]
+    """EncodingType=url: names are URL-encoded in the response (the only encoding S3 has)."""
+    encoding = ctx.query.get("encoding-type")
+    if encoding is None:
+        return None, lambda s: s
+    if encoding.lower() != "url":
+        raise invalid_argument("Invalid Encoding Method specified in Request", "encoding-type",
+                               encoding)
+    return "url", lambda s: quote_plus(s, safe="/") if s is not None else None
+
+
+async def _page(ctx: Context, after: str) -> tuple[ListPage, str, str, int]:
+    prefix = ctx.query.get("prefix", "")
+    delimiter = ctx.query.get("delimiter", "")
+    max_keys = _max_keys(ctx)
+    page = await ctx.store.list_objects(ctx.bucket, prefix, delimiter, after, max_keys)
+    return page, prefix, delimiter, max_keys
+
+
+def _contents(ctx: Context, page: ListPage, encode, owner: list[xml.Node] | None) -> list[xml.Node]:  # type: ignore[no-untyped-def]
+    nodes: list[xml.Node] = [
+        (
+            "Contents",
+            [
+                ("Key", encode(e.key)),
+                ("LastModified", xml.iso8601(e.mtime_ns)),
+                ("ETag", digest.quote(e.etag)),
+                ("Size", e.size),
+                ("Owner", owner),
+                ("StorageClass", "STANDARD"),
+            ],
+        )
+        for e in page.entries
+    ]
+    nodes += [("CommonPrefixes", [("Prefix", encode(p))]) for p in page.common_prefixes]
+    return nodes
+
+
+def _bucket_owner(ctx: Context) -> list[xml.Node]:
+    bucket = ctx.store.get_bucket(ctx.bucket)
+    return ctx.owner(bucket.owner if bucket else ctx.user.canonical_id)
+
+
+async def list_objects(ctx: Context) -> web.StreamResponse:
+    encoding, encode = _encoder(ctx)
+    marker = ctx.query.get("marker", "")
+    page, prefix, delimiter, max_keys = await _page(ctx, marker)
+    nodes: list[xml.Node] = [
+        ("Name", ctx.bucket),
+        ("Prefix", encode(prefix)),
+        ("Marker", encode(marker)),
+        ("MaxKeys", max_keys),
+        ("Delimiter", encode(delimiter) if delimiter else None),
+        ("EncodingType", encoding),
+        ("IsTruncated", page.truncated),
+        # AWS returns NextMarker only with a delimiter; without one the last key serves.
+        ("NextMarker", encode(page.last) if page.truncated and delimiter else None),
+    ]
+    nodes += _contents(ctx, page, encode, _bucket_owner(ctx))
+    return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
+
+
+def _token(last: str) -> str:
+    return base64.urlsafe_b64encode(last.encode()).decode()
+
+
+def _from_token(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise invalid_argument(
+            "The continuation token provided is incorrect", "continuation-token", token
+        ) from exc
+
+
+async def list_objects_v2(ctx: Context) -> web.StreamResponse:
+    encoding, encode = _encoder(ctx)
+    token = ctx.query.get("continuation-token")
+    start_after = ctx.query.get("start-after", "")
+    after = _from_token(token) if token is not None else start_after
+    page, prefix, delimiter, max_keys = await _page(ctx, after)
+    fetch_owner = ctx.query.get("fetch-owner", "").lower() == "true"
+    nodes: list[xml.Node] = [
+        ("Name", ctx.bucket),
+        ("Prefix", encode(prefix)),
+        ("MaxKeys", max_keys),
+        ("KeyCount", len(page.entries) + len(page.common_prefixes)),
+        ("Delimiter", encode(delimiter) if delimiter else None),
+        ("EncodingType", encoding),
+        ("IsTruncated", page.truncated),
+        ("ContinuationToken", token),
+        (
+            "NextContinuationToken",
+            _token(page.last) if page.truncated and page.last is not None else None,
+        ),
+        ("StartAfter", encode(start_after) if start_after else None),
+    ]
+    nodes += _contents(ctx, page, encode, _bucket_owner(ctx) if fetch_owner else None)
+    return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
+
+
+OPERATIONS = {"ListObjects": list_objects, "ListObjectsV2": list_objects_v2}

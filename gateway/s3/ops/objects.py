@@ -1,0 +1,257 @@
+"""PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import os
+from collections.abc import Mapping
+
+from aiohttp import web
+
+from ... import digest
+from ...store import ObjectAttrs, ObjectInfo, ObjectReader
+from .. import conditions, xml
+from ..context import Context
+from ..errors import S3Error
+from ..ranges import parse_range
+
+MAX_KEY_BYTES = 1024
+MAX_USER_METADATA = 2048  # bytes of x-amz-meta-* names and values (AWS: 2 KB)
+MAX_DELETE_KEYS = 1000
+MAX_XML_BODY = 2 * 1024 * 1024
+
+# User-controlled system metadata that S3 stores with an object and returns on GET/HEAD.
+STORED_HEADERS = (
+    "cache-control",
+    "content-disposition",
+    "content-encoding",
+    "content-language",
+    "expires",
+    "x-amz-website-redirect-location",
+)
+STORAGE_CLASSES = {
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "GLACIER_IR",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+}
+# GetObject query parameters that override response headers (signed requests only, as on AWS).
+RESPONSE_OVERRIDES = {
+    "response-content-type": "Content-Type",
+    "response-content-language": "Content-Language",
+    "response-expires": "Expires",
+    "response-cache-control": "Cache-Control",
+    "response-content-disposition": "Content-Disposition",
+    "response-content-encoding": "Content-Encoding",
+}
+
+
+def check_key(key: str) -> str:
+    size = len(key.encode())
+    if size > MAX_KEY_BYTES:
+        raise S3Error("KeyTooLongError", MaxSizeAllowed=MAX_KEY_BYTES, Size=size)
+    return key
+
+
+def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
+    """The metadata a PUT (or a copy with REPLACE) sets on an object."""
+    stored = {name: headers[name] for name in STORED_HEADERS if name in headers}
+    storage_class = headers.get("x-amz-storage-class")
+    if storage_class is not None:
+        if storage_class not in STORAGE_CLASSES:
+            raise S3Error("InvalidStorageClass", StorageClassRequested=storage_class)
+        if storage_class != "STANDARD":
+            stored["x-amz-storage-class"] = storage_class
+    meta: dict[str, str] = {}
+    size = 0
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower.startswith("x-amz-meta-"):
+            suffix = lower[len("x-amz-meta-") :]
+            meta[suffix] = f"{meta[suffix]},{value}" if suffix in meta else value
+            size += len(suffix.encode()) + len(value.encode())
+    if size > MAX_USER_METADATA:
+        raise S3Error("MetadataTooLarge", MaxSizeAllowed=MAX_USER_METADATA, Size=size)
+    content_type = headers.get("content-type") or "binary/octet-stream"
+    return ObjectAttrs(content_type=content_type, headers=stored, meta=meta)
+
+
+def content_md5(headers: Mapping[str, str]) -> bytes | None:
+    """The decoded Content-MD5 header, or None. Malformed -> InvalidDigest (RFC 1864)."""
+    value = headers.get("content-md5")
+    if value is None:
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise S3Error("InvalidDigest", ContentMD5=value) from exc
+    if len(raw) != 16:
+        raise S3Error("InvalidDigest", ContentMD5=value)
+    return raw
+
+
+def object_headers(obj: ObjectInfo) -> dict[str, str]:
+    headers = {
+        "ETag": digest.quote(obj.etag),
+        "Last-Modified": xml.http_date(obj.mtime_ns),
+        "Content-Type": obj.attrs.content_type,
+        "Accept-Ranges": "bytes",
+    }
+    for name, value in obj.attrs.headers.items():
+        headers[name] = value
+    for name, value in obj.attrs.meta.items():
+        headers["x-amz-meta-" + name] = value
+    return headers
+
+
+# --- PutObject ---------------------------------------------------------------------------------
+
+
+async def put_object(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    attrs = attrs_from_headers(ctx.headers)
+    expected_md5 = content_md5(ctx.headers)
+    ctx.payload.require_length(ctx.settings.max_object_size)
+    blob = await ctx.store.stage(ctx.payload.chunks(), ctx.payload.observers)
+    try:
+        ctx.payload.verify()
+        if expected_md5 is not None and expected_md5 != blob.md5:
+            raise S3Error("BadDigest", ExpectedDigest=base64.b64encode(expected_md5).decode())
+    except BaseException:
+        await ctx.store.discard(blob)
+        raise
+    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs)
+    return web.Response(headers={"ETag": digest.quote(obj.etag)})
+
+
+# --- GetObject / HeadObject ----------------------------------------------------------------------
+
+
+async def get_object(ctx: Context) -> web.StreamResponse:
+    reader = ctx.store.open_object(ctx.bucket, check_key(ctx.key))
+    try:
+        return await _send_object(ctx, reader)
+    finally:
+        reader.close()
+
+
+async def head_object(ctx: Context) -> web.StreamResponse:
+    obj = ctx.store.head_object(ctx.bucket, check_key(ctx.key))
+    return await _send_object(ctx, None, obj)
+
+
+async def _send_object(
+    ctx: Context, reader: ObjectReader | None, obj: ObjectInfo | None = None
+) -> web.StreamResponse:
+    if reader is not None:
+        obj = reader.info
+    assert obj is not None
+    headers = object_headers(obj)
+    if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
+        return web.Response(
+            status=304,
+            headers={k: headers[k] for k in ("ETag", "Last-Modified")},
+        )
+    for param, header in RESPONSE_OVERRIDES.items():
+        if param in ctx.query:
+            headers[header] = ctx.query[param]
+    requested = parse_range(ctx.headers.get("Range"), obj.size)
+    status = 200
+    start, length = 0, obj.size
+    if requested is not None:
+        start, length = requested
+        status = 206
+        headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{obj.size}"
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = length
+    await ctx.start(response)
+    if reader is None or length == 0:
+        await response.write_eof()
+        return response
+    span = reader.single_file(start, length)
+    transport = ctx.request.transport
+    if span is not None and transport is not None:
+        fd, offset = span
+        # sendfile: the kernel copies from the page cache to the socket, no Python buffers.
+        with os.fdopen(os.dup(fd), "rb") as f:
+            await asyncio.get_running_loop().sendfile(transport, f, offset, length)
+    else:
+        async for chunk in reader.chunks(start, length):
+            await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+# --- DeleteObject / DeleteObjects --------------------------------------------------------------
+
+
+async def delete_object(ctx: Context) -> web.StreamResponse:
+    await ctx.store.delete_objects(ctx.bucket, [check_key(ctx.key)])
+    return web.Response(status=204)
+
+
+async def delete_objects(ctx: Context) -> web.StreamResponse:
+    if "content-md5" not in ctx.headers and not any(
+        h.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum-")) for h in ctx.headers
+    ):
+        # AWS requires an integrity header on this operation.
+        raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
+    expected_md5 = content_md5(ctx.headers)
+    body = await ctx.payload.read(MAX_XML_BODY)
+    if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
+        raise S3Error("BadDigest")
+    root = xml.parse(body)
+    if root.tag != "Delete":
+        raise S3Error("MalformedXML")
+    quiet = (xml.child_text(root, "Quiet") or "").strip().lower() == "true"
+    wanted: list[tuple[str, str | None]] = []
+    for el in root.findall("Object"):
+        key = xml.child_text(el, "Key")
+        if key is None:
+            raise S3Error("MalformedXML")
+        wanted.append((key, xml.child_text(el, "VersionId")))
+    if not wanted or len(wanted) > MAX_DELETE_KEYS:
+        raise S3Error("MalformedXML")
+
+    deletable: list[str] = []
+    results: list[xml.Node] = []
+    for key, version in wanted:
+        if version not in (None, "null"):
+            results.append(_delete_error(key, version, "NoSuchVersion"))
+        elif len(key.encode()) > MAX_KEY_BYTES:
+            results.append(_delete_error(key, version, "KeyTooLongError"))
+        else:
+            deletable.append(key)
+            if not quiet:
+                results.append(("Deleted", [("Key", key), ("VersionId", version)]))
+    if deletable:
+        await ctx.store.delete_objects(ctx.bucket, deletable)
+    return web.Response(
+        body=xml.render("DeleteResult", results), content_type="application/xml"
+    )
+
+
+def _delete_error(key: str, version: str | None, code: str) -> xml.Node:
+    error = S3Error(code)
+    return (
+        "Error",
+        [("Key", key), ("VersionId", version), ("Code", code), ("Message", error.message)],
+    )
+
+
+OPERATIONS = {
+    "PutObject": put_object,
+    "GetObject": get_object,
+    "HeadObject": head_object,
+    "DeleteObject": delete_object,
+    "DeleteObjects": delete_objects,
+}

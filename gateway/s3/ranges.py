@@ -1,0 +1,44 @@
+"""The Range header of GetObject/HeadObject (RFC 7233, one range: S3 serves no multi-range).
+
+A header that does not parse is ignored (the whole object is sent, as RFC 7233 and S3 do); a
+range that starts past the end is 416 InvalidRange.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import S3Error
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
+    """(first byte, length) of the requested range, or None for the whole object."""
+    if value is None:
+        return None
+    m = _RANGE.fullmatch(value.strip())
+    if m is None:
+        return None
+    first, last = m.group(1), m.group(2)
+    if not first and not last:
+        return None
+    if not first:
+        # Suffix range: the last N bytes.
+        n = int(last)
+        if n == 0 or size == 0:
+            raise unsatisfiable(value, size)
+        n = min(n, size)
+        return size - n, n
+    start = int(first)
+    end = int(last) if last else size - 1
+    if last and end < start:
+        return None
+    if start >= size:
+        raise unsatisfiable(value, size)
+    end = min(end, size - 1)
+    return start, end - start + 1
+
+
+def unsatisfiable(value: str, size: int) -> S3Error:
+    return S3Error("InvalidRange", RangeRequested=value, ActualObjectSize=size)

@@ -1,0 +1,87 @@
+"""S3 XML: parsing request bodies (untrusted, hardened) and rendering responses."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from email.utils import formatdate
+from xml.etree.ElementTree import Element, ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring
+
+from .errors import S3Error
+
+NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+# A node is (tag, value): value is text, a number, a sequence of nodes, or None (omitted).
+Node = tuple[str, "str | int | bool | Iterable[Node] | None"]
+
+# XML 1.0 text: escape markup, keep \r from being normalised to \n by the reader, and write the
+# other control characters as character references (what S3 does; EncodingType=url avoids them).
+_ESCAPES = {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;", ord("\r"): "&#13;"}
+_ESCAPES.update({c: f"&#{c};" for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)})
+
+
+def escape(text: str) -> str:
+    return text.translate(_ESCAPES)
+
+
+def _emit(out: list[str], nodes: Iterable[Node]) -> None:
+    for tag, value in nodes:
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out.append(f"<{tag}>{'true' if value else 'false'}</{tag}>")
+        elif isinstance(value, str | int):
+            out.append(f"<{tag}>{escape(str(value))}</{tag}>")
+        else:
+            out.append(f"<{tag}>")
+            _emit(out, value)
+            out.append(f"</{tag}>")
+
+
+def render(root: str, nodes: Iterable[Node] | str) -> bytes:
+    """A response document: `<root xmlns=S3>` holding nodes (or text)."""
+    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f'<{root} xmlns="{NS}">']
+    if isinstance(nodes, str):
+        out.append(escape(nodes))
+    else:
+        _emit(out, nodes)
+    out.append(f"</{root}>")
+    return "".join(out).encode()
+
+
+def iso8601(ns: int) -> str:
+    """Timestamps in XML: ISO 8601 with milliseconds and Z, as S3 writes them."""
+    dt = datetime.datetime.fromtimestamp(ns // 1_000_000_000, datetime.UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns // 1_000_000 % 1000:03d}Z"
+
+
+def http_date(ns: int) -> str:
+    """Timestamps in headers (Last-Modified): RFC 1123, whole seconds."""
+    return formatdate(ns // 1_000_000_000, usegmt=True)
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def parse(body: bytes) -> Element:
+    """Parse an untrusted request body: no DTDs, no entities, namespaces stripped."""
+    if not body.strip():
+        raise S3Error("MalformedXML")
+    try:
+        root = fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except (ParseError, DefusedXmlException, ValueError) as exc:
+        raise S3Error("MalformedXML") from exc
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag.startswith("{"):
+            el.tag = el.tag.split("}", 1)[1]
+    return root
+
+
+def child_text(el: Element, tag: str) -> str | None:
+    found = el.find(tag)
+    if found is None:
+        return None
+    return found.text or ""

@@ -1,0 +1,18 @@
+"""Storage: a SQLite catalog over immutable, reference-counted blobs. Knows nothing of HTTP."""
+
+from .errors import StoreError
+from .model import Bucket, Extent, ListEntry, ListPage, ObjectAttrs, ObjectInfo, StagedBlob
+from .store import ObjectReader, Store
+
+__all__ = [
+    "Bucket",
+    "Extent",
+    "ListEntry",
+    "ListPage",
+    "ObjectAttrs",
+    "ObjectInfo",
+    "ObjectReader",
+    "StagedBlob",
+    "Store",
+    "StoreError",
+]

@@ -1,0 +1,112 @@
+"""Immutable blob files: written under tmp/, fsynced, renamed into blobs/ab/cd/<id>.
+
+Blob files are named by random ids, never by keys, and never change once published. The catalog
+says which exist; a file the catalog does not know is an orphan of a crash and is swept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+
+def new_blob_id() -> str:
+    return secrets.token_hex(16)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class BlobFiles:
+    """The blobs/ and tmp/ folders of a data directory. Thread-safe; every call blocks."""
+
+    def __init__(self, root: Path) -> None:
+        self.blobs = root / "blobs"
+        self.tmp = root / "tmp"
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self._dirs: set[Path] = set()
+
+    def path(self, blob_id: str) -> Path:
+        return self.blobs / blob_id[:2] / blob_id[2:4] / blob_id
+
+    def create_tmp(self) -> tuple[int, Path]:
+        """A new, empty file under tmp/, opened for writing."""
+        path = self.tmp / secrets.token_hex(16)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        return fd, path
+
+    def publish(self, fd: int, tmp_path: Path, blob_id: str) -> None:
+        """Make a fully written tmp file durable as blob `blob_id`, and close it.
+
+        fsync the bytes, rename into place, fsync the directory: after this returns the blob
+        survives a crash (it is an orphan until a catalog commit references it).
+        """
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        final = self.path(blob_id)
+        self._ensure_dir(final.parent)
+        os.rename(tmp_path, final)
+        _fsync_dir(final.parent)
+
+    def _ensure_dir(self, path: Path) -> None:
+        if path in self._dirs:
+            return
+        if not path.is_dir():
+            # Create each missing level and make its entry in the parent durable.
+            for level in (path.parent, path):
+                if not level.is_dir():
+                    level.mkdir(exist_ok=True)
+                    _fsync_dir(level.parent)
+        self._dirs.add(path)
+
+    def discard_tmp(self, fd: int | None, tmp_path: Path) -> None:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+
+    def delete(self, blob_ids: Iterable[str]) -> None:
+        """Remove blob files the catalog no longer references (after the commit that dropped
+        them: a crash before this leaves orphans for the sweep, never a dangling reference)."""
+        for blob_id in blob_ids:
+            with contextlib.suppress(FileNotFoundError):
+                self.path(blob_id).unlink()
+
+    def open(self, blob_id: str) -> int:
+        return os.open(self.path(blob_id), os.O_RDONLY)
+
+    def empty_tmp(self) -> int:
+        """Remove everything under tmp/ (bodies that were being received when we stopped)."""
+        removed = 0
+        for entry in os.scandir(self.tmp):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+            removed += 1
+        return removed
+
+    def walk(self) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
+        """Yield (4-hex-char prefix, file entries) for each leaf directory, in sorted order,
+        so that a sweep can compare one directory at a time with the catalog."""
+        for top in sorted(os.scandir(self.blobs), key=lambda e: e.name):
+            if not top.is_dir(follow_symlinks=False):
+                continue
+            for leaf in sorted(os.scandir(top.path), key=lambda e: e.name):
+                if leaf.is_dir(follow_symlinks=False):
+                    files = [e for e in os.scandir(leaf.path) if e.is_file(follow_symlinks=False)]
+                    yield top.name + leaf.name, files

@@ -1,0 +1,445 @@
+"""The catalog: SQLite, the only source of truth for what exists.
+
+Buckets, objects (a row and a manifest of extents) and blobs (size, reference count, and the
+bytes themselves for small ones). Every function here takes a connection and runs inside the
+caller's transaction; `CatalogWriter` owns the one writing connection and commits.
+
+Keys are stored as BLOBs of their UTF-8 bytes, so that SQLite's memcmp ordering is S3's listing
+order (UTF-8 byte order) and prefix bounds can be computed on bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from . import errors
+from .model import Bucket, Extent, ListEntry, ListPage, ObjectAttrs, ObjectInfo, StagedBlob
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS buckets (
+    name        TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    region      TEXT NOT NULL,
+    created_ns  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS objects (
+    bucket      TEXT NOT NULL,
+    key         BLOB NOT NULL,
+    size        INTEGER NOT NULL,
+    etag        TEXT NOT NULL,
+    content_md5 TEXT,
+    mtime_ns    INTEGER NOT NULL,
+    attrs       TEXT NOT NULL,
+    manifest    TEXT NOT NULL,
+    parts       TEXT,
+    PRIMARY KEY (bucket, key)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS blobs (
+    id          TEXT PRIMARY KEY,
+    size        INTEGER NOT NULL,
+    refs        INTEGER NOT NULL,
+    data        BLOB
+);
+"""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves; check_same_thread=False only
+    # because a connection is created on one thread and then owned by another.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: the WAL is fsynced at every commit, so a commit is durable before we answer 200.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def initialise(path: Path) -> None:
+    conn = connect(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"catalog {path} has schema {version}, newer than this gateway")
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    finally:
+        conn.close()
+
+
+# --- buckets ----------------------------------------------------------------------------------
+
+
+def get_bucket(conn: sqlite3.Connection, name: str) -> Bucket | None:
+    row = conn.execute(
+        "SELECT name, owner, region, created_ns FROM buckets WHERE name = ?", (name,)
+    ).fetchone()
+    return Bucket(*row) if row else None
+
+
+def list_buckets(conn: sqlite3.Connection, owner: str | None = None) -> list[Bucket]:
+    if owner is None:
+        rows = conn.execute("SELECT name, owner, region, created_ns FROM buckets ORDER BY name")
+    else:
+        rows = conn.execute(
+            "SELECT name, owner, region, created_ns FROM buckets WHERE owner = ? ORDER BY name",
+            (owner,),
+        )
+    return [Bucket(*row) for row in rows]
+
+
+def create_bucket(conn: sqlite3.Connection, bucket: Bucket) -> None:
+    existing = get_bucket(conn, bucket.name)
+    if existing is not None:
+        if existing.owner == bucket.owner:
+            raise errors.BucketAlreadyOwnedByYou(BucketName=bucket.name)
+        raise errors.BucketAlreadyExists(BucketName=bucket.name)
+    conn.execute(
+        "INSERT INTO buckets (name, owner, region, created_ns) VALUES (?, ?, ?, ?)",
+        (bucket.name, bucket.owner, bucket.region, bucket.created_ns),
+    )
+
+
+def delete_bucket(conn: sqlite3.Connection, name: str) -> None:
+    require_bucket(conn, name)
+    if conn.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
+        raise errors.BucketNotEmpty(BucketName=name)
+    conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
+
+
+def require_bucket(conn: sqlite3.Connection, name: str) -> Bucket:
+    bucket = get_bucket(conn, name)
+    if bucket is None:
+        raise errors.NoSuchBucket(BucketName=name)
+    return bucket
+
+
+# --- blobs and references -----------------------------------------------------------------------
+
+
+def insert_blob(conn: sqlite3.Connection, blob: StagedBlob) -> None:
+    conn.execute(
+        "INSERT INTO blobs (id, size, refs, data) VALUES (?, ?, 0, ?)",
+        (blob.id, blob.size, blob.data),
+    )
+
+
+def retain(conn: sqlite3.Connection, extents: Iterable[Extent]) -> None:
+    """One reference per extent. Raises SourceChanged if a blob is gone (released meanwhile)."""
+    for blob, n in Counter(e.blob for e in extents).items():
+        cur = conn.execute("UPDATE blobs SET refs = refs + ? WHERE id = ?", (n, blob))
+        if cur.rowcount != 1:
+            raise errors.SourceChanged("a blob of the source was released concurrently")
+
+
+def release(conn: sqlite3.Connection, extents: Iterable[Extent]) -> list[str]:
+    """Drop one reference per extent; delete blobs that reach zero. Returns the ids of the
+    blob *files* to unlink once the transaction has committed."""
+    files: list[str] = []
+    for blob, n in Counter(e.blob for e in extents).items():
+        row = conn.execute(
+            "UPDATE blobs SET refs = refs - ? WHERE id = ? RETURNING refs, data IS NULL",
+            (n, blob),
+        ).fetchone()
+        if row is not None and row[0] <= 0:
+            conn.execute("DELETE FROM blobs WHERE id = ?", (blob,))
+            if row[1]:
+                files.append(blob)
+    return files
+
+
+def read_inline(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, bytes]:
+    """The bytes of the inline blobs among `blob_ids`."""
+    found: dict[str, bytes] = {}
+    for blob in set(blob_ids):
+        row = conn.execute("SELECT data FROM blobs WHERE id = ?", (blob,)).fetchone()
+        if row is not None and row[0] is not None:
+            found[blob] = row[0]
+    return found
+
+
+# --- objects ----------------------------------------------------------------------------------
+
+_OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts"
+
+
+def _encode_attrs(attrs: ObjectAttrs) -> str:
+    return json.dumps(
+        {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta},
+        separators=(",", ":"),
+    )
+
+
+def _object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
+    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts = row
+    a = json.loads(attrs)
+    return ObjectInfo(
+        bucket=bucket,
+        key=key.decode(),
+        size=size,
+        etag=etag,
+        mtime_ns=mtime_ns,
+        attrs=ObjectAttrs(a["content_type"], a["headers"], a["meta"]),
+        extents=tuple(Extent(b, o, n) for b, o, n in json.loads(manifest)),
+        content_md5=content_md5,
+        parts=tuple(json.loads(parts)) if parts else (),
+    )
+
+
+def get_object(conn: sqlite3.Connection, bucket: str, key: str) -> ObjectInfo | None:
+    row = conn.execute(
+        f"SELECT {_OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
+        (bucket, key.encode()),
+    ).fetchone()
+    return _object_from_row(bucket, row) if row else None
+
+
+def put_object(
+    conn: sqlite3.Connection, obj: ObjectInfo, new_blobs: Sequence[StagedBlob] = ()
+) -> list[str]:
+    """Insert or replace an object. References to its extents are taken before the replaced
+    object's are dropped, in this one transaction, so replacing an object by a copy of itself
+    never frees a blob it still uses. Returns blob files to unlink after commit."""
+    require_bucket(conn, obj.bucket)
+    for blob in new_blobs:
+        insert_blob(conn, blob)
+    retain(conn, obj.extents)
+    dropped = _delete_object_row(conn, obj.bucket, obj.key)
+    conn.execute(
+        f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            obj.bucket,
+            obj.key.encode(),
+            obj.size,
+            obj.etag,
+            obj.content_md5,
+            obj.mtime_ns,
+            _encode_attrs(obj.attrs),
+            json.dumps([[e.blob, e.offset, e.length] for e in obj.extents], separators=(",", ":")),
+            json.dumps(list(obj.parts)) if obj.parts else None,
+        ),
+    )
+    return dropped
+
+
+def _delete_object_row(conn: sqlite3.Connection, bucket: str, key: str) -> list[str]:
+    row = conn.execute(
+        "DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING manifest",
+        (bucket, key.encode()),
+    ).fetchone()
+    if row is None:
+        return []
+    return release(conn, (Extent(b, o, n) for b, o, n in json.loads(row[0])))
+
+
+def delete_objects(conn: sqlite3.Connection, bucket: str, keys: Iterable[str]) -> list[str]:
+    """Delete keys (a missing key is not an error, as in S3). Returns blob files to unlink."""
+    require_bucket(conn, bucket)
+    files: list[str] = []
+    for key in keys:
+        files += _delete_object_row(conn, bucket, key)
+    return files
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string that starts with `prefix`."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def list_objects(
+    conn: sqlite3.Connection,
+    bucket: str,
+    prefix: str = "",
+    delimiter: str = "",
+    after: str = "",
+    max_keys: int = 1000,
+) -> ListPage:
+    """One page of a listing: keys > `after` that start with `prefix`, with keys that contain
+    `delimiter` after the prefix rolled up into common prefixes (each counting as one entry).
+
+    Each common prefix costs one index seek: the scan jumps past every key below it instead of
+    reading them, so a page costs the same whatever the bucket holds.
+    """
+    require_bucket(conn, bucket)
+    p = prefix.encode()
+    d = delimiter.encode()
+    upper = _successor(p)
+    cursor = after.encode()
+    inclusive = False  # is `cursor` itself a candidate (after a seek) or excluded (a marker)?
+    if d and cursor.startswith(p):
+        # A marker that is itself a common prefix (a NextMarker we returned): skip what it
+        # rolled up, or the next page would repeat it.
+        cut = cursor.find(d, len(p))
+        if cut >= 0 and cut + len(d) == len(cursor):
+            nxt = _successor(cursor)
+            if nxt is None:
+                return ListPage((), (), False, None)
+            cursor, inclusive = nxt, True
+    if cursor < p:
+        cursor, inclusive = p, True
+
+    entries: list[ListEntry] = []
+    prefixes: list[str] = []
+    last: str | None = None
+    if max_keys <= 0:
+        return ListPage((), (), False, None)  # s3-tests test_bucket_list_maxkeys_zero
+    bound = " AND key < ?" if upper is not None else ""
+    while True:
+        want = max_keys - len(entries) - len(prefixes)
+        # One row beyond the page tells whether the listing is truncated.
+        rows = conn.execute(
+            "SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = ? AND key "
+            + (">= ?" if inclusive else "> ?")
+            + bound
+            + " ORDER BY key LIMIT ?",
+            [bucket, cursor, *([upper] if upper is not None else []), want + 1],
+        ).fetchall()
+        seek: bytes | None = None
+        for key, size, etag, mtime_ns in rows:
+            if want == 0:
+                return ListPage(tuple(entries), tuple(prefixes), True, last)
+            want -= 1
+            cut = key.find(d, len(p)) if d else -1
+            if cut < 0:
+                entries.append(ListEntry(key.decode(), size, etag, mtime_ns))
+                last = entries[-1].key
+                continue
+            common = key[: cut + len(d)]
+            prefixes.append(common.decode())
+            last = prefixes[-1]
+            seek = _successor(common)
+            break
+        if seek is None:
+            # The rows ran out before the page filled (or nothing lies past the prefix).
+            return ListPage(tuple(entries), tuple(prefixes), False, last)
+        cursor, inclusive = seek, True
+        if want == 0:
+            more = conn.execute(
+                "SELECT 1 FROM objects WHERE bucket = ? AND key >= ?" + bound + " LIMIT 1",
+                [bucket, cursor, *([upper] if upper is not None else [])],
+            ).fetchone()
+            return ListPage(tuple(entries), tuple(prefixes), more is not None, last)
+
+
+# --- the writer ---------------------------------------------------------------------------------
+
+
+class CatalogWriter:
+    """The one thread that writes the catalog, with group commit.
+
+    Requests queue closures; the thread runs every closure waiting in the queue inside one
+    transaction (each in its own savepoint, so one failing closure does not undo the others),
+    commits once (one WAL fsync for the group), and only then resolves the waiting futures.
+    A closure returns (result, blob files to unlink after the commit); files the request
+    staged are unlinked by the writer when its closure fails, so a request that disappears
+    meanwhile can neither leak a blob nor delete one a committed object uses.
+    """
+
+    MAX_GROUP = 256
+
+    def __init__(self, path: Path, unlink: Callable[[list[str]], None]) -> None:
+        self._path = path
+        self._unlink = unlink
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="catalog-writer", daemon=True)
+        self._thread.start()
+
+    async def run(
+        self,
+        fn: Callable[[sqlite3.Connection], tuple[T, list[str]]],
+        staged: Sequence[str] = (),
+    ) -> T:
+        """Run `fn` in a committed transaction; `staged` are blob files to remove if it fails."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._queue.put((fn, list(staged), fut, loop))
+        return await fut
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        conn = connect(self._path)
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    return
+                group = [first]
+                stop = False
+                while len(group) < self.MAX_GROUP:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stop = True
+                        break
+                    group.append(item)
+                self._commit(conn, group)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, group: list[Any]) -> None:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        to_unlink: list[str] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for fn, _staged, _fut, _loop in group:
+                conn.execute("SAVEPOINT op")
+                try:
+                    result, files = fn(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    outcomes.append((None, exc))
+                else:
+                    conn.execute("RELEASE op")
+                    outcomes.append((result, None))
+                    to_unlink += files
+            conn.execute("COMMIT")
+        except Exception as exc:
+            log.exception("catalog commit failed")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            outcomes = [(None, exc)] * len(group)
+            to_unlink = []
+        for (_fn, staged, fut, loop), (result, exc) in zip(group, outcomes, strict=True):
+            if exc is not None:
+                to_unlink += staged
+            loop.call_soon_threadsafe(_settle, fut, result, exc)
+        if to_unlink:
+            try:
+                self._unlink(to_unlink)
+            except OSError:
+                log.exception("could not remove released blob files (the sweep will)")
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if fut.done():  # the request went away; its outcome stands regardless
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)

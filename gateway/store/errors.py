@@ -1,0 +1,39 @@
+"""Errors the store raises. Each carries the S3 code that names the same condition; the
+protocol layer turns them into S3 errors (the store knows S3's concepts, not its wire format)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    code = "InternalError"
+
+    def __init__(self, message: str = "", **fields: object) -> None:
+        super().__init__(message or self.code)
+        self.message = message
+        self.fields = fields
+
+
+class NoSuchBucket(StoreError):
+    code = "NoSuchBucket"
+
+
+class NoSuchKey(StoreError):
+    code = "NoSuchKey"
+
+
+class BucketNotEmpty(StoreError):
+    code = "BucketNotEmpty"
+
+
+class BucketAlreadyExists(StoreError):
+    code = "BucketAlreadyExists"
+
+
+class BucketAlreadyOwnedByYou(StoreError):
+    code = "BucketAlreadyOwnedByYou"
+
+
+class SourceChanged(StoreError):
+    """A blob an operation meant to reference was released by a concurrent request."""
+
+    code = "NoSuchKey"

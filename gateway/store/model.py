@@ -1,0 +1,82 @@
+"""The store's values: frozen dataclasses in, frozen dataclasses out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Extent:
+    """`length` bytes of blob `blob` starting at `offset`: one piece of an object's manifest."""
+
+    blob: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    owner: str
+    region: str
+    created_ns: int
+
+
+@dataclass(frozen=True)
+class ObjectAttrs:
+    """What the client set on an object: system metadata headers and user metadata.
+
+    `headers` holds the user-controlled system metadata (Content-Type, Cache-Control,
+    Content-Disposition, Content-Encoding, Content-Language, Expires, ...), lower-case names.
+    `meta` holds `x-amz-meta-*` values by their lower-case suffix.
+    """
+
+    content_type: str = "binary/octet-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    bucket: str
+    key: str
+    size: int
+    etag: str  # unquoted
+    mtime_ns: int
+    attrs: ObjectAttrs
+    extents: tuple[Extent, ...]
+    # The MD5 of the bytes when known: equal to etag for plain objects; for multipart objects
+    # it is learnt the first time their bytes are hashed (a copy), so the next copy reads nothing.
+    content_md5: str | None = None
+    # Sizes of the parts of a completed multipart upload, in order; empty otherwise.
+    parts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    key: str
+    size: int
+    etag: str
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class ListPage:
+    entries: tuple[ListEntry, ...]
+    common_prefixes: tuple[str, ...]
+    truncated: bool
+    # The last key or common prefix returned: where the next page starts (exclusive).
+    last: str | None
+
+
+@dataclass(frozen=True)
+class StagedBlob:
+    """A blob that has been written and made durable but that no object references yet.
+
+    Either `data` (small bodies, stored inline in the catalog) or a file under blobs/.
+    """
+
+    id: str
+    size: int
+    md5: bytes
+    data: bytes | None = None
