@@ -47,11 +47,12 @@ def build_app(settings: Settings) -> web.Application:
 def describe(settings: Settings, app: web.Application, url: str) -> list[str]:
     user, path = app[CREDENTIALS]
     source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
+    # "listening on" comes last: whoever waits for it has seen the rest.
     return [
-        f"s3gw listening on {url}",
         f"data folder: {settings.data.resolve()}",
         f"credentials: {source}",
         f"access key: {user.access_key}",
         f"secret key: {user.secret_key}",
         f"region: {settings.region}",
+        f"s3gw listening on {url}",
     ]

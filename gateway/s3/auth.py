@@ -42,9 +42,10 @@ MAX_SKEW_SECONDS = 15 * 60
 # A presigned URL lives at most seven days (sigv4-query-string-auth.html, X-Amz-Expires).
 MAX_EXPIRES_SECONDS = 7 * 24 * 60 * 60
 
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
+# [0-9], not \d: \d also matches non-ASCII digits, which int() and strptime accept.
+_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 # AWS UriEncode keeps only the unreserved characters; quote() keeps letters and digits itself.
 _UNRESERVED = "-_.~"
 _QUERY_AUTH_PARAMS = (
@@ -163,7 +164,7 @@ class Authenticator:
                 "Signature query string parameter or the Authorization header should be "
                 "specified",
                 ArgumentName="Authorization",
-                ArgumentValue=authorization,
+                ArgumentValue=_printable(authorization),
             )
         if authorization is not None:
             claim = self._header_claim(authorization, headers)
@@ -188,7 +189,7 @@ class Authenticator:
                 "InvalidArgument",
                 "Unsupported Authorization Type",
                 ArgumentName="Authorization",
-                ArgumentValue=authorization,
+                ArgumentValue=_printable(authorization),
             )
         components = _authorization_components(rest)
         credential = _parse_credential(components["Credential"], _HEADER)
@@ -293,19 +294,19 @@ class Authenticator:
         if credential.terminator != TERMINATOR:
             raise S3Error(
                 dialect.code,
-                f'{dialect.prefix}incorrect terminal "{credential.terminator}". '
+                f'{dialect.prefix}incorrect terminal "{_printable(credential.terminator)}". '
                 f'This endpoint uses "{TERMINATOR}".',
             )
         if credential.service != SERVICE:
             raise S3Error(
                 dialect.code,
-                f'{dialect.prefix}incorrect service "{credential.service}". '
+                f'{dialect.prefix}incorrect service "{_printable(credential.service)}". '
                 f'This endpoint belongs to "{SERVICE}".',
             )
         if credential.region != self._region:
             raise S3Error(
                 dialect.code,
-                f"{dialect.prefix}the region '{credential.region}' is wrong; "
+                f"{dialect.prefix}the region '{_printable(credential.region)}' is wrong; "
                 f"expecting '{self._region}'",
                 Region=self._region,
             )
@@ -324,7 +325,7 @@ class Authenticator:
         credential = claim.credential
         user = self._users.get(credential.access_key)
         if user is None:
-            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=credential.access_key)
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=_printable(credential.access_key))
         if claim.excluded_param is None:
             # Presigned URLs have their own window (X-Amz-Expires), checked while parsing.
             now = self._clock()
@@ -384,8 +385,8 @@ class Authenticator:
             "SignatureDoesNotMatch",
             AWSAccessKeyId=credential.access_key,
             StringToSign=string_to_sign,
-            SignatureProvided=claim.signature,
-            CanonicalRequest=canonical_request,
+            SignatureProvided=_printable(claim.signature),
+            CanonicalRequest=_printable(canonical_request),
         )
 
 
@@ -409,6 +410,15 @@ def _wire_bytes(text: str) -> bytes:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass")
+
+
+def _printable(text: str) -> str:
+    """Wire text fit for an error body: bytes that were not UTF-8 become U+FFFD.
+
+    Echoing a surrogate-escaped header into <Error> would fail to encode and turn a 403 into
+    a 500.
+    """
+    return _wire_bytes(text).decode("utf-8", "replace")
 
 
 def _header_values(headers: Mapping[str, str]) -> dict[str, list[str]]:
@@ -534,7 +544,7 @@ def _check_payload_hash(value: str) -> None:
         "InvalidArgument",
         _CONTENT_SHA256_MESSAGE,
         ArgumentName="x-amz-content-sha256",
-        ArgumentValue=value,
+        ArgumentValue=_printable(value),
     )
 
 

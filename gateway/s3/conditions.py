@@ -31,9 +31,7 @@ def _date(value: str | None) -> float | None:
     return stamp if stamp <= time.time() else None
 
 
-def evaluate(
-    headers: Mapping[str, str], etag: str, mtime_ns: int, prefix: str = ""
-) -> bool:
+def evaluate(headers: Mapping[str, str], etag: str, mtime_ns: int, prefix: str = "") -> bool:
     """Check the preconditions (header names optionally prefixed, e.g. x-amz-copy-source-).
 
     Returns False when the answer is 304 Not Modified; raises 412 PreconditionFailed.

@@ -28,7 +28,10 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "BucketNotEmpty": (409, "The bucket you tried to delete is not empty"),
     "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed size"),
-    "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),
+    "EntityTooSmall": (
+        400,
+        "Your proposed upload is smaller than the minimum allowed object size.",
+    ),
     "IllegalLocationConstraintException": (
         400,
         "The unspecified location constraint is incompatible for the region specific endpoint "
@@ -63,8 +66,7 @@ CODES: dict[str, tuple[int, str]] = {
     "KeyTooLongError": (400, "Your key is too long"),
     "MalformedXML": (
         400,
-        "The XML you provided was not well-formed or did not validate against our published "
-        "schema",
+        "The XML you provided was not well-formed or did not validate against our published schema",
     ),
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
     "MetadataTooLarge": (
@@ -134,7 +136,7 @@ class S3Error(Exception):
             f"<Error><Code>{self.code}</Code><Message>{escape(self.message)}</Message>"
             f"{extra}<Resource>{escape(resource)}</Resource>"
             f"<RequestId>{request_id}</RequestId><HostId>{request_id}</HostId></Error>"
-        ).encode()
+        ).encode("utf-8", "replace")  # a field may echo undecodable request bytes
 
 
 def invalid_argument(message: str, name: str, value: str | None = None) -> S3Error:

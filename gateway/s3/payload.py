@@ -27,9 +27,7 @@ class Payload:
         self._hash = payload_hash
         self._sha256 = None if payload_hash == UNSIGNED else hashlib.sha256()
         if payload_hash.startswith("STREAMING-"):
-            raise S3Error(
-                "NotImplemented", "aws-chunked request bodies are not supported yet"
-            )
+            raise S3Error("NotImplemented", "aws-chunked request bodies are not supported yet")
         self.observers: list[Digest] = [self._sha256] if self._sha256 is not None else []
         self.received = 0
         self.consumed = False
@@ -44,9 +42,7 @@ class Payload:
         if length is None:
             raise S3Error("MissingContentLength")
         if length > maximum:
-            raise S3Error(
-                "EntityTooLarge", ProposedSize=length, MaxSizeAllowed=maximum
-            )
+            raise S3Error("EntityTooLarge", ProposedSize=length, MaxSizeAllowed=maximum)
         return length
 
     async def _continue(self) -> None:

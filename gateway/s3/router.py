@@ -107,8 +107,11 @@ def _bucket_operation(method: str, query: Mapping[str, str]) -> str:
     for sub, name in _BUCKET_SUBRESOURCES.items():
         if sub in query:
             return verb + name
-    return {"GET": "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects",
-            "PUT": "CreateBucket", "DELETE": "DeleteBucket"}[method]
+    return {
+        "GET": "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects",
+        "PUT": "CreateBucket",
+        "DELETE": "DeleteBucket",
+    }[method]
 
 
 def _object_operation(method: str, query: Mapping[str, str], headers: Mapping[str, str]) -> str:

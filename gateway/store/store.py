@@ -164,7 +164,7 @@ class Store:
             # The timestamp is taken inside the transaction so that commit order and
             # Last-Modified order agree.
             final = replace(obj, mtime_ns=time.time_ns())
-            return final, catalog.put_object(conn, final, [blob])
+            return final, catalog.put_object(conn, final, [blob] if blob.size else [])
 
         return await self.writer.run(commit, staged)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from urllib.parse import quote_plus
 
 from aiohttp import web
@@ -12,7 +13,7 @@ from ... import digest
 from ...store import ListPage
 from .. import xml
 from ..context import Context
-from ..errors import S3Error, invalid_argument
+from ..errors import invalid_argument
 
 MAX_KEYS = 1000
 
@@ -32,15 +33,23 @@ def _max_keys(ctx: Context) -> int:
     return min(value, MAX_KEYS)
 
 
-def _encoder(ctx: Context):  # type: ignore[no-untyped-def]
+Encode = Callable[[str], str]
+
+
+def _url_encode(name: str) -> str:
+    return quote_plus(name, safe="/")
+
+
+def _encoder(ctx: Context) -> tuple[str | None, Encode]:
     """EncodingType=url: names are URL-encoded in the response (the only encoding S3 has)."""
     encoding = ctx.query.get("encoding-type")
     if encoding is None:
-        return None, lambda s: s
+        return None, str
     if encoding.lower() != "url":
-        raise invalid_argument("Invalid Encoding Method specified in Request", "encoding-type",
-                               encoding)
-    return "url", lambda s: quote_plus(s, safe="/") if s is not None else None
+        raise invalid_argument(
+            "Invalid Encoding Method specified in Request", "encoding-type", encoding
+        )
+    return "url", _url_encode
 
 
 async def _page(ctx: Context, after: str) -> tuple[ListPage, str, str, int]:
@@ -51,7 +60,7 @@ async def _page(ctx: Context, after: str) -> tuple[ListPage, str, str, int]:
     return page, prefix, delimiter, max_keys
 
 
-def _contents(ctx: Context, page: ListPage, encode, owner: list[xml.Node] | None) -> list[xml.Node]:  # type: ignore[no-untyped-def]
+def _contents(page: ListPage, encode: Encode, owner: list[xml.Node] | None) -> list[xml.Node]:
     nodes: list[xml.Node] = [
         (
             "Contents",
@@ -90,7 +99,7 @@ async def list_objects(ctx: Context) -> web.StreamResponse:
         # AWS returns NextMarker only with a delimiter; without one the last key serves.
         ("NextMarker", encode(page.last) if page.truncated and delimiter else None),
     ]
-    nodes += _contents(ctx, page, encode, _bucket_owner(ctx))
+    nodes += _contents(page, encode, _bucket_owner(ctx))
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
@@ -129,7 +138,7 @@ async def list_objects_v2(ctx: Context) -> web.StreamResponse:
         ),
         ("StartAfter", encode(start_after) if start_after else None),
     ]
-    nodes += _contents(ctx, page, encode, _bucket_owner(ctx) if fetch_owner else None)
+    nodes += _contents(page, encode, _bucket_owner(ctx) if fetch_owner else None)
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 

@@ -235,9 +235,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
                 results.append(("Deleted", [("Key", key), ("VersionId", version)]))
     if deletable:
         await ctx.store.delete_objects(ctx.bucket, deletable)
-    return web.Response(
-        body=xml.render("DeleteResult", results), content_type="application/xml"
-    )
+    return web.Response(body=xml.render("DeleteResult", results), content_type="application/xml")
 
 
 def _delete_error(key: str, version: str | None, code: str) -> xml.Node:

@@ -1,0 +1,51 @@
+"""Looks into a gateway's data folder from outside, to check what a request left behind."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class DataState:
+    tmp_files: list[str]
+    blob_files: set[str]
+    file_blobs: set[str]  # blobs the catalog says live in files
+    inline_blobs: set[str]
+    refs: dict[str, int]  # refcount column
+    references: Counter[str]  # references actually found in manifests
+
+    @property
+    def orphan_files(self) -> set[str]:
+        return self.blob_files - self.file_blobs
+
+    @property
+    def missing_files(self) -> set[str]:
+        return self.file_blobs - self.blob_files
+
+    def assert_clean(self) -> None:
+        """No stray tmp file, no orphan or missing blob file, every count right."""
+        assert self.tmp_files == []
+        assert self.orphan_files == set()
+        assert self.missing_files == set()
+        assert self.refs == dict(self.references)
+
+
+def inspect(data: Path) -> DataState:
+    conn = sqlite3.connect(f"file:{data / 'catalog.sqlite3'}?mode=ro", uri=True)
+    try:
+        file_blobs, inline_blobs, refs = set(), set(), {}
+        for blob_id, count, inline in conn.execute("SELECT id, refs, data IS NOT NULL FROM blobs"):
+            (inline_blobs if inline else file_blobs).add(blob_id)
+            refs[blob_id] = count
+        references: Counter[str] = Counter()
+        for (manifest,) in conn.execute("SELECT manifest FROM objects"):
+            references.update(blob for blob, _, _ in json.loads(manifest))
+    finally:
+        conn.close()
+    blob_files = {p.name for p in (data / "blobs").rglob("*") if p.is_file()}
+    tmp_files = sorted(p.name for p in (data / "tmp").iterdir())
+    return DataState(tmp_files, blob_files, file_blobs, inline_blobs, refs, references)

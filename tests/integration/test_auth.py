@@ -1,0 +1,74 @@
+"""Authentication failures seen through real clients: each gets AWS's code, nothing changes."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests import raw
+from tests.server import ACCESS_KEY
+
+
+def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return exc.value.response["Error"]["Code"]
+
+
+def test_wrong_secret(gateway, bucket):
+    bad = gateway.client(secret_key="wrong-secret")
+    with pytest.raises(ClientError) as exc:
+        bad.put_object(Bucket=bucket, Key="k", Body=b"x")
+    assert error_code(exc) == "SignatureDoesNotMatch"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert gateway.client().list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+
+
+def test_unknown_access_key(gateway, bucket):
+    bad = gateway.client(access_key="AKIDUNKNOWN000000000")
+    with pytest.raises(ClientError) as exc:
+        bad.list_objects_v2(Bucket=bucket)
+    assert error_code(exc) == "InvalidAccessKeyId"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_anonymous_is_denied(gateway, bucket, s3):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"secret")
+    for method in ("GET", "PUT", "DELETE", "HEAD"):
+        reply = raw.send(
+            method, f"{gateway.url}/{bucket}/k", body=b"x" if method == "PUT" else None
+        )
+        assert reply.status == 403
+        if method != "HEAD":
+            assert reply.code == "AccessDenied"
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"secret"
+
+
+def test_presigned_get_and_put(gateway, bucket):
+    import urllib.request
+
+    s3 = gateway.client(signature_version="s3v4")
+
+    put_url = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=60
+    )
+    req = urllib.request.Request(put_url, data=b"presigned body", method="PUT")
+    with urllib.request.urlopen(req) as resp:
+        assert resp.status == 200
+    get_url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "p"}, ExpiresIn=60
+    )
+    with urllib.request.urlopen(get_url) as resp:
+        assert resp.read() == b"presigned body"
+    tampered = get_url.replace("X-Amz-Expires=60", "X-Amz-Expires=61")
+    reply = raw.send("GET", tampered)
+    assert reply.status == 403 and reply.code == "SignatureDoesNotMatch"
+
+
+def test_error_document_shape(gateway, bucket):
+    reply = raw.signed("GET", f"{gateway.url}/{bucket}/missing")
+    assert reply.status == 404
+    assert reply.headers["content-type"] == "application/xml"
+    assert reply.code == "NoSuchKey"
+    request_id = reply.headers["x-amz-request-id"]
+    assert f"<RequestId>{request_id}</RequestId>".encode() in reply.body
+    assert f"<Resource>/{bucket}/missing</Resource>".encode() in reply.body
+    assert ACCESS_KEY.encode() not in reply.body

@@ -1,0 +1,166 @@
+"""Bucket operations and their errors against the real server."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests import raw
+
+
+def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return exc.value.response["Error"]["Code"]
+
+
+def test_create_list_head_delete(s3):
+    s3.create_bucket(Bucket="lifecycle-bucket")
+    names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    assert "lifecycle-bucket" in names
+    head = s3.head_bucket(Bucket="lifecycle-bucket")
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-region"] == "us-east-1"
+    s3.delete_bucket(Bucket="lifecycle-bucket")
+    assert "lifecycle-bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as exc:
+        s3.head_bucket(Bucket="lifecycle-bucket")
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(ClientError) as exc:
+        s3.delete_bucket(Bucket="lifecycle-bucket")
+    assert error_code(exc) == "NoSuchBucket"
+
+
+def test_list_buckets_owner_and_dates(s3, bucket):
+    listing = s3.list_buckets()
+    assert listing["Owner"]["ID"]
+    mine = [b for b in listing["Buckets"] if b["Name"] == bucket]
+    assert len(mine) == 1 and mine[0]["CreationDate"].year >= 2024
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ab",
+        "a" * 64,
+        "UpperCase",
+        "under_score",
+        "-leading-dash",
+        "trailing-dash-",
+        "double..dot",
+        "192.168.5.4",
+        "xn--punycode",
+        "sthree-reserved",
+        "name-s3alias",
+        ".leading-dot",
+    ],
+)
+def test_invalid_bucket_names(s3, name):
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(Bucket=name)
+    assert error_code(exc) == "InvalidBucketName"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+@pytest.mark.parametrize("name", ["abc", "a" * 63, "with.dots.ok", "0-numbers-9"])
+def test_valid_bucket_names(s3, name):
+    s3.create_bucket(Bucket=name)
+    s3.delete_bucket(Bucket=name)
+
+
+def test_already_owned_by_you(s3, bucket):
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(Bucket=bucket)
+    assert error_code(exc) == "BucketAlreadyOwnedByYou"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+
+
+def test_bucket_not_empty(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    with pytest.raises(ClientError) as exc:
+        s3.delete_bucket(Bucket=bucket)
+    assert error_code(exc) == "BucketNotEmpty"
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    s3.delete_object(Bucket=bucket, Key="k")
+    s3.delete_bucket(Bucket=bucket)
+
+
+def test_location_constraint(s3):
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(
+            Bucket="elsewhere", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+    assert error_code(exc) == "IllegalLocationConstraintException"
+    # In us-east-1 naming the region itself is InvalidLocationConstraint, as on AWS.
+    with pytest.raises(ClientError) as exc:
+        s3.create_bucket(
+            Bucket="elsewhere", CreateBucketConfiguration={"LocationConstraint": "us-east-1"}
+        )
+    assert error_code(exc) == "InvalidLocationConstraint"
+    assert "elsewhere" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_get_bucket_location_and_versioning(s3, bucket):
+    assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] is None
+    versioning = s3.get_bucket_versioning(Bucket=bucket)
+    assert "Status" not in versioning
+
+
+def test_malformed_create_bucket_body(gateway):
+    url = f"{gateway.url}/malformed-body"
+    reply = raw.signed("PUT", url, body=b"<CreateBucketConfiguration><oops>")
+    assert reply.status == 400
+    assert reply.code == "MalformedXML"
+    assert raw.signed("HEAD", url).status == 404
+
+
+def test_delete_objects(s3, bucket):
+    for i in range(5):
+        s3.put_object(Bucket=bucket, Key=f"k{i}", Body=b"x")
+    result = s3.delete_objects(
+        Bucket=bucket,
+        Delete={"Objects": [{"Key": "k0"}, {"Key": "k1"}, {"Key": "never-existed"}]},
+    )
+    assert sorted(d["Key"] for d in result["Deleted"]) == ["k0", "k1", "never-existed"]
+    assert "Errors" not in result
+    quiet = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "k2"}], "Quiet": True})
+    assert "Deleted" not in quiet
+    left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert left == ["k3", "k4"]
+
+
+def test_delete_objects_per_key_errors(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    result = s3.delete_objects(
+        Bucket=bucket, Delete={"Objects": [{"Key": "k", "VersionId": "v123"}, {"Key": "z"}]}
+    )
+    assert result["Errors"][0]["Code"] == "NoSuchVersion"
+    assert [d["Key"] for d in result["Deleted"]] == ["z"]
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x"
+
+
+def test_delete_objects_limits(gateway, s3, bucket):
+    with pytest.raises(ClientError) as exc:
+        s3.delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": f"k{i}"} for i in range(1001)]}
+        )
+    assert error_code(exc) == "MalformedXML"
+    url = f"{gateway.url}/{bucket}?delete"
+    body = b"<Delete><Object><Key>k</Key></Object></Delete>"
+    reply = raw.signed("POST", url, body=body)  # no Content-MD5
+    assert reply.status == 400 and reply.code == "InvalidRequest"
+    reply = raw.signed("POST", url, {"Content-MD5": "AAAAAAAAAAAAAAAAAAAAAA=="}, body=body)
+    assert reply.status == 400 and reply.code == "BadDigest"
+    xxe = (
+        b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        b"<Delete><Object><Key>&x;</Key></Object></Delete>"
+    )
+    import base64
+    import hashlib
+
+    md5 = base64.b64encode(hashlib.md5(xxe).digest()).decode()
+    reply = raw.signed("POST", url, {"Content-MD5": md5}, body=xxe)
+    assert reply.status == 400 and reply.code == "MalformedXML"
+
+
+def test_method_not_allowed_on_service(gateway):
+    reply = raw.signed("PUT", f"{gateway.url}/")
+    assert reply.status == 405
+    assert reply.code == "MethodNotAllowed"
