@@ -65,6 +65,11 @@ def multipart_etag(part_md5s: Iterable[bytes]) -> str:
     return f"{d.hexdigest()}-{n}"
 
 
+def multipart_etag_of_hex(part_etags: Iterable[str]) -> str:
+    """The multipart ETag from the parts' (plain, hex) ETags."""
+    return multipart_etag(bytes.fromhex(e) for e in part_etags)
+
+
 def matches(condition: str, etag: str) -> bool:
     """Does an If-Match / If-None-Match header value match this ETag? `*` matches anything."""
     for candidate in condition.split(","):

@@ -42,7 +42,8 @@ def inspect(data: Path) -> DataState:
             (inline_blobs if inline else file_blobs).add(blob_id)
             refs[blob_id] = count
         references: Counter[str] = Counter()
-        for (manifest,) in conn.execute("SELECT manifest FROM objects"):
+        manifests = "SELECT manifest FROM objects UNION ALL SELECT manifest FROM parts"
+        for (manifest,) in conn.execute(manifests):
             references.update(blob for blob, _, _ in json.loads(manifest))
     finally:
         conn.close()

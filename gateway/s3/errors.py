@@ -55,6 +55,7 @@ CODES: dict[str, tuple[int, str]] = {
         "One or more of the specified parts could not be found.  The part may not have been "
         "uploaded, or the specified entity tag may not match the part's entity tag.",
     ),
+    "InvalidPartNumber": (416, "The requested partnumber is not satisfiable"),
     "InvalidPartOrder": (
         400,
         "The list of parts was not in ascending order. Parts must be ordered by part number.",
@@ -102,6 +103,7 @@ CODES: dict[str, tuple[int, str]] = {
         "timeout period.",
     ),
     "ServiceUnavailable": (503, "Please reduce your request rate."),
+    "SlowDown": (503, "Please reduce your request rate."),
     "SignatureDoesNotMatch": (
         403,
         "The request signature we calculated does not match the signature you provided. "

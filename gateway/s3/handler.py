@@ -19,7 +19,7 @@ from ..store import Store, StoreError
 from .auth import Authenticator, SignedRequest, User
 from .context import RESPONSE_STARTED, Context
 from .errors import S3Error
-from .ops import buckets, listing, objects
+from .ops import buckets, copy, listing, multipart, objects
 from .payload import Payload
 from .router import route
 
@@ -32,6 +32,8 @@ OPERATIONS: dict[str, Operation] = {
     **buckets.OPERATIONS,
     **objects.OPERATIONS,
     **listing.OPERATIONS,
+    **copy.OPERATIONS,
+    **multipart.OPERATIONS,
 }
 
 REQUEST_ID = web.RequestKey("request_id", str)

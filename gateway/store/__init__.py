@@ -1,7 +1,18 @@
 """Storage: a SQLite catalog over immutable, reference-counted blobs. Knows nothing of HTTP."""
 
 from .errors import StoreError
-from .model import Bucket, Extent, ListEntry, ListPage, ObjectAttrs, ObjectInfo, StagedBlob
+from .model import (
+    Bucket,
+    Extent,
+    ListEntry,
+    ListPage,
+    ObjectAttrs,
+    ObjectInfo,
+    Part,
+    StagedBlob,
+    Upload,
+    UploadsPage,
+)
 from .store import ObjectReader, Store
 
 __all__ = [
@@ -12,7 +23,10 @@ __all__ = [
     "ObjectAttrs",
     "ObjectInfo",
     "ObjectReader",
+    "Part",
     "StagedBlob",
     "Store",
     "StoreError",
+    "Upload",
+    "UploadsPage",
 ]

@@ -11,6 +11,7 @@ order (UTF-8 byte order) and prefix bounds can be computed on bytes.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import queue
@@ -22,7 +23,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import errors
-from .model import Bucket, Extent, ListEntry, ListPage, ObjectAttrs, ObjectInfo, StagedBlob
+from .model import (
+    Bucket,
+    Extent,
+    ListEntry,
+    ListPage,
+    ObjectAttrs,
+    ObjectInfo,
+    Part,
+    StagedBlob,
+    Upload,
+    UploadsPage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +59,28 @@ CREATE TABLE IF NOT EXISTS objects (
     attrs       TEXT NOT NULL,
     manifest    TEXT NOT NULL,
     parts       TEXT,
+    upload_id   TEXT,
     PRIMARY KEY (bucket, key)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS uploads (
+    id           TEXT PRIMARY KEY,
+    bucket       TEXT NOT NULL,
+    key          BLOB NOT NULL,
+    initiated_ns INTEGER NOT NULL,
+    owner        TEXT NOT NULL,
+    attrs        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, initiated_ns, id);
+
+CREATE TABLE IF NOT EXISTS parts (
+    upload_id   TEXT NOT NULL,
+    number      INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    etag        TEXT NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    manifest    TEXT NOT NULL,
+    PRIMARY KEY (upload_id, number)
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS blobs (
@@ -115,11 +148,16 @@ def create_bucket(conn: sqlite3.Connection, bucket: Bucket) -> None:
     )
 
 
-def delete_bucket(conn: sqlite3.Connection, name: str) -> None:
+def delete_bucket(conn: sqlite3.Connection, name: str) -> list[str]:
+    """Delete an empty bucket; its unfinished multipart uploads go with it."""
     require_bucket(conn, name)
     if conn.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
         raise errors.BucketNotEmpty(BucketName=name)
+    files: list[str] = []
+    for (upload_id,) in conn.execute("SELECT id FROM uploads WHERE bucket = ?", (name,)).fetchall():
+        files += abort_upload(conn, upload_id)
     conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
+    return files
 
 
 def require_bucket(conn: sqlite3.Connection, name: str) -> Bucket:
@@ -175,7 +213,7 @@ def read_inline(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, 
 
 # --- objects ----------------------------------------------------------------------------------
 
-_OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts"
+_OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
 
 
 def _encode_attrs(attrs: ObjectAttrs) -> str:
@@ -185,19 +223,32 @@ def _encode_attrs(attrs: ObjectAttrs) -> str:
     )
 
 
+def _decode_attrs(text: str) -> ObjectAttrs:
+    a = json.loads(text)
+    return ObjectAttrs(a["content_type"], a["headers"], a["meta"])
+
+
+def encode_manifest(extents: Iterable[Extent]) -> str:
+    return json.dumps([[e.blob, e.offset, e.length] for e in extents], separators=(",", ":"))
+
+
+def decode_manifest(text: str) -> tuple[Extent, ...]:
+    return tuple(Extent(b, o, n) for b, o, n in json.loads(text))
+
+
 def _object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
-    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts = row
-    a = json.loads(attrs)
+    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
     return ObjectInfo(
         bucket=bucket,
         key=key.decode(),
         size=size,
         etag=etag,
         mtime_ns=mtime_ns,
-        attrs=ObjectAttrs(a["content_type"], a["headers"], a["meta"]),
-        extents=tuple(Extent(b, o, n) for b, o, n in json.loads(manifest)),
+        attrs=_decode_attrs(attrs),
+        extents=decode_manifest(manifest),
         content_md5=content_md5,
         parts=tuple(json.loads(parts)) if parts else (),
+        upload_id=upload_id,
     )
 
 
@@ -221,7 +272,7 @@ def put_object(
     retain(conn, obj.extents)
     dropped = _delete_object_row(conn, obj.bucket, obj.key)
     conn.execute(
-        f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             obj.bucket,
             obj.key.encode(),
@@ -230,11 +281,21 @@ def put_object(
             obj.content_md5,
             obj.mtime_ns,
             _encode_attrs(obj.attrs),
-            json.dumps([[e.blob, e.offset, e.length] for e in obj.extents], separators=(",", ":")),
+            encode_manifest(obj.extents),
             json.dumps(list(obj.parts)) if obj.parts else None,
+            obj.upload_id,
         ),
     )
     return dropped
+
+
+def remember_content_md5(conn: sqlite3.Connection, obj: ObjectInfo, md5: str) -> None:
+    """Record the MD5 of a multipart object's bytes once computed, so the next copy of it
+    reads nothing. Only if the row is still the version that was hashed."""
+    conn.execute(
+        "UPDATE objects SET content_md5 = ? WHERE bucket = ? AND key = ? AND manifest = ?",
+        (md5, obj.bucket, obj.key.encode(), encode_manifest(obj.extents)),
+    )
 
 
 def _delete_object_row(conn: sqlite3.Connection, bucket: str, key: str) -> list[str]:
@@ -244,7 +305,7 @@ def _delete_object_row(conn: sqlite3.Connection, bucket: str, key: str) -> list[
     ).fetchone()
     if row is None:
         return []
-    return release(conn, (Extent(b, o, n) for b, o, n in json.loads(row[0])))
+    return release(conn, decode_manifest(row[0]))
 
 
 def delete_objects(conn: sqlite3.Connection, bucket: str, keys: Iterable[str]) -> list[str]:
@@ -339,6 +400,192 @@ def list_objects(
             return ListPage(tuple(entries), tuple(prefixes), more is not None, last)
 
 
+# --- multipart uploads ------------------------------------------------------------------------
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last (AWS: 5 MiB)
+MAX_OBJECT_SIZE = 5 * 1024**4  # 5 TiB
+_UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
+
+
+def create_upload(conn: sqlite3.Connection, upload: Upload) -> None:
+    require_bucket(conn, upload.bucket)
+    conn.execute(
+        f"INSERT INTO uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            upload.id,
+            upload.bucket,
+            upload.key.encode(),
+            upload.initiated_ns,
+            upload.owner,
+            _encode_attrs(upload.attrs),
+        ),
+    )
+
+
+def _upload_from_row(row: Sequence[Any]) -> Upload:
+    upload_id, bucket, key, initiated_ns, owner, attrs = row
+    return Upload(upload_id, bucket, key.decode(), initiated_ns, owner, _decode_attrs(attrs))
+
+
+def get_upload(conn: sqlite3.Connection, upload_id: str, bucket: str, key: str) -> Upload:
+    """The upload, which must be for this bucket and key (else NoSuchUpload, as on AWS)."""
+    row = conn.execute(
+        f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE id = ? AND bucket = ? AND key = ?",
+        (upload_id, bucket, key.encode()),
+    ).fetchone()
+    if row is None:
+        raise errors.NoSuchUpload(UploadId=upload_id)
+    return _upload_from_row(row)
+
+
+def put_part(
+    conn: sqlite3.Connection, part: Part, new_blobs: Sequence[StagedBlob] = ()
+) -> list[str]:
+    """Store a part (replacing a part with the same number). Returns files to unlink."""
+    for blob in new_blobs:
+        insert_blob(conn, blob)
+    retain(conn, part.extents)
+    old = conn.execute(
+        "DELETE FROM parts WHERE upload_id = ? AND number = ? RETURNING manifest",
+        (part.upload_id, part.number),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO parts (upload_id, number, size, etag, mtime_ns, manifest) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            part.upload_id,
+            part.number,
+            part.size,
+            part.etag,
+            part.mtime_ns,
+            encode_manifest(part.extents),
+        ),
+    )
+    return release(conn, decode_manifest(old[0])) if old else []
+
+
+def _part_from_row(upload_id: str, row: Sequence[Any]) -> Part:
+    number, size, etag, mtime_ns, manifest = row
+    return Part(upload_id, number, size, etag, mtime_ns, decode_manifest(manifest))
+
+
+def list_parts(
+    conn: sqlite3.Connection, upload_id: str, after: int = 0, limit: int = -1
+) -> list[Part]:
+    rows = conn.execute(
+        "SELECT number, size, etag, mtime_ns, manifest FROM parts "
+        "WHERE upload_id = ? AND number > ? ORDER BY number LIMIT ?",
+        (upload_id, after, limit),
+    )
+    return [_part_from_row(upload_id, row) for row in rows]
+
+
+def abort_upload(conn: sqlite3.Connection, upload_id: str) -> list[str]:
+    """Forget an upload and release its parts. Returns files to unlink."""
+    files: list[str] = []
+    for (manifest,) in conn.execute(
+        "DELETE FROM parts WHERE upload_id = ? RETURNING manifest", (upload_id,)
+    ).fetchall():
+        files += release(conn, decode_manifest(manifest))
+    conn.execute("DELETE FROM uploads WHERE id = ?", (upload_id,))
+    return files
+
+
+def complete_upload(
+    conn: sqlite3.Connection,
+    upload: Upload,
+    chosen: Sequence[tuple[int, str]],
+    etag_of: Callable[[Sequence[str]], str],
+    mtime_ns: int,
+) -> tuple[ObjectInfo, list[str]]:
+    """Make the object from the chosen (part number, ETag) pairs, in ascending order.
+
+    The object's manifest is the parts' manifests end to end: no byte is copied. Every part
+    must exist with that ETag (InvalidPart) and all but the last be at least 5 MiB
+    (EntityTooSmall). Parts not chosen are released with the upload.
+    """
+    parts = {p.number: p for p in list_parts(conn, upload.id)}
+    picked: list[Part] = []
+    for number, etag in chosen:
+        part = parts.get(number)
+        if part is None or part.etag != etag:
+            raise errors.InvalidPart(UploadId=upload.id, PartNumber=number, ETag=etag)
+        picked.append(part)
+    for part in picked[:-1]:
+        if part.size < MIN_PART_SIZE:
+            raise errors.EntityTooSmall(
+                ProposedSize=part.size, MinSizeAllowed=MIN_PART_SIZE, PartNumber=part.number
+            )
+    size = sum(p.size for p in picked)
+    if size > MAX_OBJECT_SIZE:
+        raise errors.EntityTooLarge(ProposedSize=size, MaxSizeAllowed=MAX_OBJECT_SIZE)
+    obj = ObjectInfo(
+        bucket=upload.bucket,
+        key=upload.key,
+        size=size,
+        etag=etag_of([p.etag for p in picked]),
+        mtime_ns=mtime_ns,
+        attrs=upload.attrs,
+        extents=tuple(e for p in picked for e in p.extents),
+        parts=tuple(p.size for p in picked),
+        upload_id=upload.id,
+    )
+    files = put_object(conn, obj)  # references the parts' blobs before the upload lets go
+    files += abort_upload(conn, upload.id)
+    return obj, files
+
+
+def list_uploads(
+    conn: sqlite3.Connection,
+    bucket: str,
+    prefix: str = "",
+    delimiter: str = "",
+    key_marker: str = "",
+    upload_id_marker: str = "",
+    max_uploads: int = 1000,
+) -> UploadsPage:
+    """Uploads by key, then by initiation time; common prefixes as in list_objects."""
+    require_bucket(conn, bucket)
+    p, d = prefix.encode(), delimiter.encode()
+    upper = _successor(p)
+    marker = key_marker.encode()
+    # Resume inside the marker key only when an upload-id marker says where.
+    after_id: tuple[int, str] | None = None
+    if key_marker and upload_id_marker:
+        row = conn.execute(
+            "SELECT initiated_ns, id FROM uploads WHERE id = ?", (upload_id_marker,)
+        ).fetchone()
+        after_id = (row[0], row[1]) if row else None
+    rows = conn.execute(
+        f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE bucket = ? AND key >= ?"
+        + (" AND key < ?" if upper is not None else "")
+        + " ORDER BY key, initiated_ns, id",
+        [bucket, max(p, marker), *([upper] if upper is not None else [])],
+    )
+    uploads: list[Upload] = []
+    prefixes: list[str] = []
+    for row in rows:
+        key = row[2]
+        if key_marker and (
+            key < marker or (key == marker and (after_id is None or (row[3], row[0]) <= after_id))
+        ):
+            continue
+        cut = key.find(d, len(p)) if d else -1
+        if cut >= 0:
+            common = key[: cut + len(d)].decode()
+            if prefixes and prefixes[-1] == common:
+                continue
+            if common == key_marker:
+                continue
+            item: Any = common
+        else:
+            item = _upload_from_row(row)
+        if len(uploads) + len(prefixes) == max_uploads:
+            return UploadsPage(tuple(uploads), tuple(prefixes), True)
+        (prefixes if isinstance(item, str) else uploads).append(item)
+    return UploadsPage(tuple(uploads), tuple(prefixes), False)
+
+
 # --- the writer ---------------------------------------------------------------------------------
 
 
@@ -350,14 +597,21 @@ class CatalogWriter:
     commits once (one WAL fsync for the group), and only then resolves the waiting futures.
     A closure returns (result, blob files to unlink after the commit); files the request
     staged are unlinked by the writer when its closure fails, so a request that disappears
-    meanwhile can neither leak a blob nor delete one a committed object uses.
+    meanwhile can neither leak a blob nor delete one a committed object uses. Requests are
+    answered once the files their group released are gone: a 204 means the space is free.
     """
 
     MAX_GROUP = 256
 
-    def __init__(self, path: Path, unlink: Callable[[list[str]], None]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        unlink: Callable[[list[str]], None],
+        pool: concurrent.futures.Executor,
+    ) -> None:
         self._path = path
         self._unlink = unlink
+        self._pool = pool
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="catalog-writer", daemon=True)
         self._thread.start()
@@ -425,15 +679,29 @@ class CatalogWriter:
                 conn.execute("ROLLBACK")
             outcomes = [(None, exc)] * len(group)
             to_unlink = []
+        settle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Any, Any]] = []
         for (_fn, staged, fut, loop), (result, exc) in zip(group, outcomes, strict=True):
             if exc is not None:
                 to_unlink += staged
-            loop.call_soon_threadsafe(_settle, fut, result, exc)
+            settle.append((loop, fut, result, exc))
         if to_unlink:
-            try:
-                self._unlink(to_unlink)
-            except OSError:
-                log.exception("could not remove released blob files (the sweep will)")
+            # Answer once the space is released too, but off this thread: the next group
+            # can commit meanwhile.
+            self._pool.submit(self._unlink_then_settle, to_unlink, settle)
+        else:
+            _settle_all(settle)
+
+    def _unlink_then_settle(self, files: list[str], settle: list[Any]) -> None:
+        try:
+            self._unlink(files)
+        except OSError:
+            log.exception("could not remove released blob files (the sweep will)")
+        _settle_all(settle)
+
+
+def _settle_all(settle: list[Any]) -> None:
+    for loop, fut, result, exc in settle:
+        loop.call_soon_threadsafe(_settle, fut, result, exc)
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:

@@ -34,6 +34,23 @@ class BucketAlreadyOwnedByYou(StoreError):
 
 
 class SourceChanged(StoreError):
-    """A blob an operation meant to reference was released by a concurrent request."""
+    """The object an operation read from was replaced or deleted before it committed.
+    Callers retry; if it keeps happening the client is asked to retry."""
 
-    code = "NoSuchKey"
+    code = "SlowDown"
+
+
+class NoSuchUpload(StoreError):
+    code = "NoSuchUpload"
+
+
+class InvalidPart(StoreError):
+    code = "InvalidPart"
+
+
+class EntityTooSmall(StoreError):
+    code = "EntityTooSmall"
+
+
+class EntityTooLarge(StoreError):
+    code = "EntityTooLarge"

@@ -50,6 +50,37 @@ class ObjectInfo:
     content_md5: str | None = None
     # Sizes of the parts of a completed multipart upload, in order; empty otherwise.
     parts: tuple[int, ...] = ()
+    # The multipart upload that created the object, so that a retried Complete is answered.
+    upload_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A multipart upload in progress: what CreateMultipartUpload set, for the final object."""
+
+    id: str
+    bucket: str
+    key: str
+    initiated_ns: int
+    owner: str
+    attrs: ObjectAttrs
+
+
+@dataclass(frozen=True)
+class Part:
+    upload_id: str
+    number: int
+    size: int
+    etag: str  # MD5 hex of the part's bytes
+    mtime_ns: int
+    extents: tuple[Extent, ...]
+
+
+@dataclass(frozen=True)
+class UploadsPage:
+    uploads: tuple[Upload, ...]
+    common_prefixes: tuple[str, ...]
+    truncated: bool
 
 
 @dataclass(frozen=True)
@@ -67,6 +98,22 @@ class ListPage:
     truncated: bool
     # The last key or common prefix returned: where the next page starts (exclusive).
     last: str | None
+
+
+def slice_extents(extents: tuple[Extent, ...], start: int, length: int) -> tuple[Extent, ...]:
+    """The extents that hold bytes [start, start + length) of a manifest: a range of an
+    object is itself a manifest over the same blobs."""
+    out: list[Extent] = []
+    pos = 0
+    end = start + length
+    for e in extents:
+        lo, hi = max(start, pos), min(end, pos + e.length)
+        if lo < hi:
+            out.append(Extent(e.blob, e.offset + lo - pos, hi - lo))
+        pos += e.length
+        if pos >= end:
+            break
+    return tuple(out)
 
 
 @dataclass(frozen=True)

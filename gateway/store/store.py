@@ -13,19 +13,33 @@ import contextlib
 import errno
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .. import digest
 from . import catalog, errors
 from .blobs import BlobFiles, new_blob_id
-from .model import Bucket, Extent, ListPage, ObjectAttrs, ObjectInfo, StagedBlob
+from .model import (
+    Bucket,
+    Extent,
+    ListPage,
+    ObjectAttrs,
+    ObjectInfo,
+    Part,
+    StagedBlob,
+    Upload,
+    UploadsPage,
+    slice_extents,
+)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Bodies are written and hashed in batches of this size, off the event loop.
 BATCH = 1 << 20
@@ -45,7 +59,7 @@ class Store:
         self.catalog_path = root / "catalog.sqlite3"
         catalog.initialise(self.catalog_path)
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
-        self.writer = catalog.CatalogWriter(self.catalog_path, self.files.delete)
+        self.writer = catalog.CatalogWriter(self.catalog_path, self.files.delete, self.pool)
         self._reader = catalog.connect(self.catalog_path)
         self._local = threading.local()
 
@@ -97,7 +111,7 @@ class Store:
         return await self.writer.run(commit)
 
     async def delete_bucket(self, name: str) -> None:
-        await self.writer.run(lambda c: (catalog.delete_bucket(c, name), []))
+        await self.writer.run(lambda c: (None, catalog.delete_bucket(c, name)))
 
     # --- writing objects -----------------------------------------------------------------------
 
@@ -171,6 +185,167 @@ class Store:
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
         await self.writer.run(lambda c: (None, catalog.delete_objects(c, bucket, keys)))
 
+    async def copy_object(
+        self,
+        source: ObjectInfo,
+        bucket: str,
+        key: str,
+        attrs: ObjectAttrs,
+        etag: str,
+        learnt_md5: str | None = None,
+    ) -> ObjectInfo:
+        """A new object over the source's extents: metadata only, whatever the size.
+
+        `source` is the version the caller checked (conditions, ETag); if the source changed
+        before the commit, SourceChanged is raised and the caller starts again. `learnt_md5`,
+        when the caller hashed a multipart source, is remembered on it for the next copy.
+        """
+
+        def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
+            _require_unchanged(conn, source)
+            if learnt_md5 is not None:
+                catalog.remember_content_md5(conn, source, learnt_md5)
+            obj = ObjectInfo(
+                bucket=bucket,
+                key=key,
+                size=source.size,
+                etag=etag,
+                mtime_ns=time.time_ns(),
+                attrs=attrs,
+                extents=source.extents,
+                content_md5=etag,
+            )
+            return obj, catalog.put_object(conn, obj)
+
+        return await self.writer.run(commit)
+
+    async def content_md5(
+        self, obj: ObjectInfo, start: int = 0, length: int | None = None
+    ) -> bytes:
+        """The MD5 of (a range of) an object's bytes, read and hashed off the event loop."""
+        length = obj.size - start if length is None else length
+        reader = ObjectReader(self, obj)
+        try:
+            reader.open()
+        except FileNotFoundError as exc:
+            reader.close()
+            raise errors.SourceChanged() from exc
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self.pool, reader.md5, start, length
+            )
+        finally:
+            reader.close()
+
+    # --- multipart uploads ---------------------------------------------------------------------
+
+    async def create_upload(self, bucket: str, key: str, owner: str, attrs: ObjectAttrs) -> Upload:
+        upload = Upload(secrets.token_urlsafe(32), bucket, key, time.time_ns(), owner, attrs)
+
+        def commit(conn: sqlite3.Connection) -> tuple[Upload, list[str]]:
+            catalog.create_upload(conn, upload)
+            return upload, []
+
+        return await self.writer.run(commit)
+
+    def get_upload(self, upload_id: str, bucket: str, key: str) -> Upload:
+        return catalog.get_upload(self._reader, upload_id, bucket, key)
+
+    async def upload_part(self, upload: Upload, number: int, blob: StagedBlob) -> Part:
+        part = Part(
+            upload.id,
+            number,
+            blob.size,
+            blob.md5.hex(),
+            0,
+            (Extent(blob.id, 0, blob.size),) if blob.size else (),
+        )
+
+        def commit(conn: sqlite3.Connection) -> tuple[Part, list[str]]:
+            catalog.get_upload(conn, upload.id, upload.bucket, upload.key)  # not aborted
+            final = replace(part, mtime_ns=time.time_ns())
+            return final, catalog.put_part(conn, final, [blob] if blob.size else [])
+
+        return await self.writer.run(commit, [] if blob.data is not None else [blob.id])
+
+    async def upload_part_copy(
+        self,
+        upload: Upload,
+        number: int,
+        source: ObjectInfo,
+        start: int,
+        length: int,
+        etag: str,
+        learnt_md5: str | None = None,
+    ) -> Part:
+        """A part over a slice of the source's extents: the bytes are not copied."""
+
+        def commit(conn: sqlite3.Connection) -> tuple[Part, list[str]]:
+            catalog.get_upload(conn, upload.id, upload.bucket, upload.key)
+            _require_unchanged(conn, source)
+            if learnt_md5 is not None:
+                catalog.remember_content_md5(conn, source, learnt_md5)
+            part = Part(
+                upload.id,
+                number,
+                length,
+                etag,
+                time.time_ns(),
+                slice_extents(source.extents, start, length),
+            )
+            return part, catalog.put_part(conn, part)
+
+        return await self.writer.run(commit)
+
+    def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
+        return catalog.list_parts(self._reader, upload_id, after, limit)
+
+    async def complete_upload(
+        self, upload_id: str, bucket: str, key: str, chosen: Sequence[tuple[int, str]]
+    ) -> ObjectInfo:
+        """Finish an upload. A retried Complete of an upload that made the current object is
+        answered with that object, as AWS does."""
+
+        def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
+            try:
+                upload = catalog.get_upload(conn, upload_id, bucket, key)
+            except errors.NoSuchUpload:
+                done = catalog.get_object(conn, bucket, key)
+                if done is not None and done.upload_id == upload_id:
+                    return done, []
+                raise
+            return catalog.complete_upload(
+                conn, upload, chosen, digest.multipart_etag_of_hex, time.time_ns()
+            )
+
+        return await self.writer.run(commit)
+
+    async def abort_upload(self, upload_id: str, bucket: str, key: str) -> None:
+        def commit(conn: sqlite3.Connection) -> tuple[None, list[str]]:
+            catalog.get_upload(conn, upload_id, bucket, key)
+            return None, catalog.abort_upload(conn, upload_id)
+
+        await self.writer.run(commit)
+
+    async def list_uploads(
+        self,
+        bucket: str,
+        prefix: str,
+        delimiter: str,
+        key_marker: str,
+        upload_id_marker: str,
+        max_uploads: int,
+    ) -> UploadsPage:
+        return await self._in_pool(
+            catalog.list_uploads,
+            bucket,
+            prefix,
+            delimiter,
+            key_marker,
+            upload_id_marker,
+            max_uploads,
+        )
+
     # --- reading objects -----------------------------------------------------------------------
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo:
@@ -197,17 +372,18 @@ class Store:
     async def list_objects(
         self, bucket: str, prefix: str, delimiter: str, after: str, max_keys: int
     ) -> ListPage:
-        return await asyncio.get_running_loop().run_in_executor(
-            self.pool, self._list_objects, bucket, prefix, delimiter, after, max_keys
-        )
+        return await self._in_pool(catalog.list_objects, bucket, prefix, delimiter, after, max_keys)
 
-    def _list_objects(
-        self, bucket: str, prefix: str, delimiter: str, after: str, max_keys: int
-    ) -> ListPage:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = catalog.connect(self.catalog_path)
-        return catalog.list_objects(conn, bucket, prefix, delimiter, after, max_keys)
+    async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a catalog read (a scan) in the pool, on that thread's own read connection."""
+
+        def run() -> T:
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = catalog.connect(self.catalog_path)
+            return fn(conn, *args)
+
+        return await asyncio.get_running_loop().run_in_executor(self.pool, run)
 
 
 class _BlobSink:
@@ -300,45 +476,59 @@ class ObjectReader:
             fd = self.fds[blob] = self.store.files.open(blob)
         return fd
 
-    def spans(self, start: int, length: int) -> list[tuple[Extent, int, int]]:
-        """(extent, offset in blob, byte count) for each extent piece the range covers."""
-        out: list[tuple[Extent, int, int]] = []
-        pos = 0
-        end = start + length
-        for e in self.info.extents:
-            lo, hi = max(start, pos), min(end, pos + e.length)
-            if lo < hi:
-                out.append((e, e.offset + lo - pos, hi - lo))
-            pos += e.length
-            if pos >= end:
-                break
-        return out
-
     def single_file(self, start: int, length: int) -> tuple[int, int] | None:
         """(fd, offset) when the range lies within one file blob: it can be sent with sendfile."""
-        spans = self.spans(start, length)
-        if len(spans) == 1 and spans[0][0].blob not in self.inline:
-            extent, offset, _ = spans[0]
-            return self._fd(extent.blob), offset
+        pieces = slice_extents(self.info.extents, start, length)
+        if len(pieces) == 1 and pieces[0].blob not in self.inline:
+            return self._fd(pieces[0].blob), pieces[0].offset
         return None
+
+    def _read(self, extent: Extent, offset: int, count: int) -> bytes:
+        """Up to `count` bytes of a blob from `offset` (one read: a pool job's worth)."""
+        data = self.inline.get(extent.blob)
+        if data is not None:
+            return data[offset : offset + count]
+        try:
+            fd = self._fd(extent.blob)
+        except FileNotFoundError as exc:
+            raise OSError(errno.ENOENT, "blob released during a read") from exc
+        piece = os.pread(fd, min(count, READ_CHUNK), offset)
+        if not piece:
+            raise OSError(errno.EIO, f"blob {extent.blob} is shorter than its extent")
+        return piece
 
     async def chunks(self, start: int, length: int) -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
-        for extent, offset, count in self.spans(start, length):
-            data = self.inline.get(extent.blob)
-            if data is not None:
-                yield data[offset : offset + count]
-                continue
-            try:
-                fd = self._fd(extent.blob)
-            except FileNotFoundError as exc:
-                raise OSError(errno.ENOENT, "blob released during a read") from exc
+        for extent in slice_extents(self.info.extents, start, length):
+            offset, count = extent.offset, extent.length
             while count:
-                piece = await loop.run_in_executor(
-                    self.store.pool, os.pread, fd, min(count, READ_CHUNK), offset
-                )
-                if not piece:
-                    raise OSError(errno.EIO, f"blob {extent.blob} is shorter than its extent")
+                if extent.blob in self.inline:
+                    piece = self._read(extent, offset, count)
+                else:
+                    piece = await loop.run_in_executor(
+                        self.store.pool, self._read, extent, offset, count
+                    )
                 yield piece
                 offset += len(piece)
                 count -= len(piece)
+
+    def md5(self, start: int, length: int) -> bytes:
+        """Hash a range in the calling thread (blocking: run it in the pool)."""
+        d = digest.md5()
+        for extent in slice_extents(self.info.extents, start, length):
+            offset, count = extent.offset, extent.length
+            while count:
+                piece = self._read(extent, offset, count)
+                d.update(piece)
+                offset += len(piece)
+                count -= len(piece)
+        return d.digest()
+
+
+def _require_unchanged(conn: sqlite3.Connection, source: ObjectInfo) -> None:
+    """The source of a copy must still be the version that was checked and hashed."""
+    current = catalog.get_object(conn, source.bucket, source.key)
+    if current is None:
+        raise errors.NoSuchKey(Key=source.key)
+    if current.extents != source.extents or current.etag != source.etag:
+        raise errors.SourceChanged()

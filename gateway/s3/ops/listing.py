@@ -18,8 +18,9 @@ from ..errors import invalid_argument
 MAX_KEYS = 1000
 
 
-def _max_keys(ctx: Context) -> int:
-    raw = ctx.query.get("max-keys")
+def max_count(ctx: Context, name: str) -> int:
+    """max-keys, max-uploads, max-parts: 0 to 1000 (more is capped), 1000 when absent."""
+    raw = ctx.query.get(name)
     if raw is None:
         return MAX_KEYS
     try:
@@ -27,9 +28,7 @@ def _max_keys(ctx: Context) -> int:
     except ValueError:
         value = -1
     if value < 0:
-        raise invalid_argument(
-            "Provided max-keys not an integer or within integer range", "max-keys", raw
-        )
+        raise invalid_argument(f"Provided {name} not an integer or within integer range", name, raw)
     return min(value, MAX_KEYS)
 
 
@@ -40,7 +39,7 @@ def _url_encode(name: str) -> str:
     return quote_plus(name, safe="/")
 
 
-def _encoder(ctx: Context) -> tuple[str | None, Encode]:
+def encoder(ctx: Context) -> tuple[str | None, Encode]:
     """EncodingType=url: names are URL-encoded in the response (the only encoding S3 has)."""
     encoding = ctx.query.get("encoding-type")
     if encoding is None:
@@ -55,7 +54,7 @@ def _encoder(ctx: Context) -> tuple[str | None, Encode]:
 async def _page(ctx: Context, after: str) -> tuple[ListPage, str, str, int]:
     prefix = ctx.query.get("prefix", "")
     delimiter = ctx.query.get("delimiter", "")
-    max_keys = _max_keys(ctx)
+    max_keys = max_count(ctx, "max-keys")
     page = await ctx.store.list_objects(ctx.bucket, prefix, delimiter, after, max_keys)
     return page, prefix, delimiter, max_keys
 
@@ -85,7 +84,7 @@ def _bucket_owner(ctx: Context) -> list[xml.Node]:
 
 
 async def list_objects(ctx: Context) -> web.StreamResponse:
-    encoding, encode = _encoder(ctx)
+    encoding, encode = encoder(ctx)
     marker = ctx.query.get("marker", "")
     page, prefix, delimiter, max_keys = await _page(ctx, marker)
     nodes: list[xml.Node] = [
@@ -117,7 +116,7 @@ def _from_token(token: str) -> str:
 
 
 async def list_objects_v2(ctx: Context) -> web.StreamResponse:
-    encoding, encode = _encoder(ctx)
+    encoding, encode = encoder(ctx)
     token = ctx.query.get("continuation-token")
     start_after = ctx.query.get("start-after", "")
     after = _from_token(token) if token is not None else start_after

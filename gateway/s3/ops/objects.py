@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from ... import digest
-from ...store import ObjectAttrs, ObjectInfo, ObjectReader
+from ...store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob
 from .. import conditions, xml
 from ..context import Context
-from ..errors import S3Error
+from ..errors import S3Error, invalid_argument
 from ..ranges import parse_range
 
 MAX_KEY_BYTES = 1024
+MAX_PART_NUMBER = 10_000
 MAX_USER_METADATA = 2048  # bytes of x-amz-meta-* names and values (AWS: 2 KB)
 MAX_DELETE_KEYS = 1000
 MAX_XML_BODY = 2 * 1024 * 1024
@@ -53,6 +54,17 @@ RESPONSE_OVERRIDES = {
     "response-content-disposition": "Content-Disposition",
     "response-content-encoding": "Content-Encoding",
 }
+
+
+def part_number(ctx: Context) -> int:
+    """The partNumber query parameter: 1 to 10,000."""
+    raw = ctx.query.get("partNumber", "")
+    number = int(raw) if raw.isdigit() else 0
+    if not 1 <= number <= MAX_PART_NUMBER:
+        raise invalid_argument(
+            "Part number must be an integer between 1 and 10000, inclusive", "partNumber", raw
+        )
+    return number
 
 
 def check_key(key: str) -> str:
@@ -116,11 +128,9 @@ def object_headers(obj: ObjectInfo) -> dict[str, str]:
 # --- PutObject ---------------------------------------------------------------------------------
 
 
-async def put_object(ctx: Context) -> web.StreamResponse:
-    key = check_key(ctx.key)
-    attrs = attrs_from_headers(ctx.headers)
-    expected_md5 = content_md5(ctx.headers)
-    ctx.payload.require_length(ctx.settings.max_object_size)
+async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
+    """Receive the request body into a staged blob, checked against its signed SHA-256 and
+    its Content-MD5: a body that fails either is dropped before anything refers to it."""
     blob = await ctx.store.stage(ctx.payload.chunks(), ctx.payload.observers)
     try:
         ctx.payload.verify()
@@ -129,6 +139,15 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     except BaseException:
         await ctx.store.discard(blob)
         raise
+    return blob
+
+
+async def put_object(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    attrs = attrs_from_headers(ctx.headers)
+    expected_md5 = content_md5(ctx.headers)
+    ctx.payload.require_length(ctx.settings.max_object_size)
+    blob = await stage_body(ctx, expected_md5)
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs)
     return web.Response(headers={"ETag": digest.quote(obj.etag)})
 
@@ -164,7 +183,9 @@ async def _send_object(
     for param, header in RESPONSE_OVERRIDES.items():
         if param in ctx.query:
             headers[header] = ctx.query[param]
-    requested = parse_range(ctx.headers.get("Range"), obj.size)
+    requested = _requested_part(ctx, obj, headers)
+    if requested is None:
+        requested = parse_range(ctx.headers.get("Range"), obj.size)
     status = 200
     start, length = 0, obj.size
     if requested is not None:
@@ -189,6 +210,29 @@ async def _send_object(
             await response.write(chunk)
     await response.write_eof()
     return response
+
+
+def _requested_part(
+    ctx: Context, obj: ObjectInfo, headers: dict[str, str]
+) -> tuple[int, int] | None:
+    """?partNumber=N: the bytes of part N of a multipart object, a ranged GET (206). An object
+    that was not uploaded in parts has one part, itself (AWS answers partNumber=1)."""
+    raw = ctx.query.get("partNumber")
+    if raw is None:
+        return None
+    number = part_number(ctx)
+    if "Range" in ctx.headers:
+        raise S3Error(
+            "InvalidRequest", "Cannot specify both Range header and partNumber query parameter"
+        )
+    sizes = obj.parts or (obj.size,)
+    if number > len(sizes):
+        raise S3Error("InvalidPartNumber", PartNumberRequested=number, ActualPartCount=len(sizes))
+    if obj.parts:
+        headers["x-amz-mp-parts-count"] = str(len(obj.parts))
+    if obj.size == 0:
+        return None
+    return sum(sizes[: number - 1]), sizes[number - 1]
 
 
 # --- DeleteObject / DeleteObjects --------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""Multipart uploads: Create, UploadPart, Complete, Abort, ListParts, ListMultipartUploads."""
+
+from __future__ import annotations
+
+import itertools
+
+from aiohttp import web
+
+from ... import digest
+from .. import xml
+from ..context import Context
+from ..errors import S3Error, invalid_argument
+from .listing import encoder, max_count
+from .objects import attrs_from_headers, check_key, content_md5, part_number, stage_body
+
+MAX_PART_SIZE = 5 * 1024**3
+MAX_COMPLETE_BODY = 4 * 1024 * 1024  # 10,000 parts of about 100 bytes of XML each, and room
+
+
+def _xml(root: str, nodes: list[xml.Node]) -> web.Response:
+    return web.Response(body=xml.render(root, nodes), content_type="application/xml")
+
+
+async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    upload = await ctx.store.create_upload(
+        ctx.bucket, key, ctx.user.canonical_id, attrs_from_headers(ctx.headers)
+    )
+    return _xml(
+        "InitiateMultipartUploadResult",
+        [("Bucket", ctx.bucket), ("Key", key), ("UploadId", upload.id)],
+    )
+
+
+async def upload_part(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    number = part_number(ctx)
+    expected_md5 = content_md5(ctx.headers)
+    ctx.payload.require_length(MAX_PART_SIZE)
+    # Before the body is invited: an unknown upload costs the client nothing.
+    upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    blob = await stage_body(ctx, expected_md5)
+    part = await ctx.store.upload_part(upload, number, blob)
+    return web.Response(headers={"ETag": digest.quote(part.etag)})
+
+
+async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    upload_id = ctx.query["uploadId"]
+    root = xml.parse(await ctx.payload.read(MAX_COMPLETE_BODY))
+    if root.tag != "CompleteMultipartUpload":
+        raise S3Error("MalformedXML")
+    chosen: list[tuple[int, str]] = []
+    for el in root.findall("Part"):
+        number, etag = xml.child_text(el, "PartNumber"), xml.child_text(el, "ETag")
+        if number is None or etag is None or not number.strip().isdigit():
+            raise S3Error("MalformedXML")
+        chosen.append((int(number), digest.unquote(etag)))
+    if not chosen:
+        raise S3Error("MalformedXML")
+    if any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
+        raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    obj = await ctx.store.complete_upload(upload_id, ctx.bucket, key, chosen)
+    location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
+    return _xml(
+        "CompleteMultipartUploadResult",
+        [
+            ("Location", location),
+            ("Bucket", ctx.bucket),
+            ("Key", key),
+            ("ETag", digest.quote(obj.etag)),
+        ],
+    )
+
+
+async def abort_multipart_upload(ctx: Context) -> web.StreamResponse:
+    await ctx.store.abort_upload(ctx.query["uploadId"], ctx.bucket, check_key(ctx.key))
+    return web.Response(status=204)
+
+
+async def list_parts(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
+    upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    limit = max_count(ctx, "max-parts")
+    raw_marker = ctx.query.get("part-number-marker", "0") or "0"
+    if not raw_marker.isdigit():
+        raise invalid_argument(
+            "Provided part-number-marker not an integer or within integer range",
+            "part-number-marker",
+            raw_marker,
+        )
+    marker = int(raw_marker)
+    parts = ctx.store.list_parts(upload.id, marker, limit + 1)
+    truncated = len(parts) > limit
+    parts = parts[:limit]
+    owner = ctx.owner(upload.owner)
+    return _xml(
+        "ListPartsResult",
+        [
+            ("Bucket", ctx.bucket),
+            ("Key", key),
+            ("UploadId", upload.id),
+            ("Initiator", owner),
+            ("Owner", owner),
+            ("StorageClass", "STANDARD"),
+            ("PartNumberMarker", marker),
+            ("NextPartNumberMarker", parts[-1].number if parts else marker),
+            ("MaxParts", limit),
+            ("IsTruncated", truncated),
+            *(
+                (
+                    "Part",
+                    [
+                        ("PartNumber", p.number),
+                        ("LastModified", xml.iso8601(p.mtime_ns)),
+                        ("ETag", digest.quote(p.etag)),
+                        ("Size", p.size),
+                    ],
+                )
+                for p in parts
+            ),
+        ],
+    )
+
+
+async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
+    encoding, encode = encoder(ctx)
+    prefix = ctx.query.get("prefix", "")
+    delimiter = ctx.query.get("delimiter", "")
+    key_marker = ctx.query.get("key-marker", "")
+    upload_id_marker = ctx.query.get("upload-id-marker", "") if key_marker else ""
+    limit = max_count(ctx, "max-uploads")
+    page = await ctx.store.list_uploads(
+        ctx.bucket, prefix, delimiter, key_marker, upload_id_marker, limit
+    )
+    next_key = next_id = None
+    if page.truncated:
+        last_upload = page.uploads[-1] if page.uploads else None
+        last_prefix = page.common_prefixes[-1] if page.common_prefixes else None
+        if last_upload is not None and (last_prefix is None or last_upload.key > last_prefix):
+            next_key, next_id = last_upload.key, last_upload.id
+        else:
+            next_key = last_prefix
+    nodes: list[xml.Node] = [
+        ("Bucket", ctx.bucket),
+        ("KeyMarker", encode(key_marker)),
+        ("UploadIdMarker", upload_id_marker),
+        ("NextKeyMarker", encode(next_key) if next_key is not None else None),
+        ("NextUploadIdMarker", next_id),
+        ("Delimiter", encode(delimiter) if delimiter else None),
+        ("Prefix", encode(prefix)),
+        ("MaxUploads", limit),
+        ("EncodingType", encoding),
+        ("IsTruncated", page.truncated),
+    ]
+    for u in page.uploads:
+        owner = ctx.owner(u.owner)
+        nodes.append(
+            (
+                "Upload",
+                [
+                    ("Key", encode(u.key)),
+                    ("UploadId", u.id),
+                    ("Initiator", owner),
+                    ("Owner", owner),
+                    ("StorageClass", "STANDARD"),
+                    ("Initiated", xml.iso8601(u.initiated_ns)),
+                ],
+            )
+        )
+    nodes += [("CommonPrefixes", [("Prefix", encode(p))]) for p in page.common_prefixes]
+    return _xml("ListMultipartUploadsResult", nodes)
+
+
+OPERATIONS = {
+    "CreateMultipartUpload": create_multipart_upload,
+    "UploadPart": upload_part,
+    "CompleteMultipartUpload": complete_multipart_upload,
+    "AbortMultipartUpload": abort_multipart_upload,
+    "ListParts": list_parts,
+    "ListMultipartUploads": list_multipart_uploads,
+}
