@@ -25,7 +25,7 @@ async def _ignore_expect(request: web.Request) -> None:
 def build_app(settings: Settings) -> web.Application:
     settings.data.mkdir(parents=True, exist_ok=True)
     store = Store(settings.data, inline_max=settings.inline_max)
-    tmp, orphans = store.sweep()
+    tmp, orphans = store.start()
     if tmp or orphans:
         log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
     users, credentials_path = load_users(settings)

@@ -8,6 +8,7 @@ import logging
 import shlex
 import signal
 import sys
+from pathlib import Path
 
 from aiohttp import web
 
@@ -47,6 +48,19 @@ def _credentials(settings: config.Settings) -> None:
     print(f"export AWS_DEFAULT_REGION={shlex.quote(settings.region)}")
 
 
+def _fsck(args: argparse.Namespace) -> int:
+    from .store.blobs import FolderInUse
+    from .store.fsck import check
+
+    try:
+        report = check(Path(args.data), deep=args.deep, repair=args.repair)
+    except (FolderInUse, FileNotFoundError) as exc:
+        print(f"s3gw fsck: {exc}", file=sys.stderr)
+        return 2
+    print(report.render())
+    return 1 if report.damage else 0
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="s3gw", description="An S3-compatible gateway")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -56,7 +70,15 @@ def main(argv: list[str] | None = None) -> None:
         "credentials", help="print the gateway's credentials as shell exports"
     )
     config.add_options(creds)
+    fsck = commands.add_parser("fsck", help="check the catalog against the blob files")
+    fsck.add_argument("--data", default=config.env_default("data"), help="data folder")
+    fsck.add_argument("--deep", action="store_true", help="also hash every plain-MD5 object")
+    fsck.add_argument(
+        "--repair", action="store_true", help="remove orphans and fix reference counts"
+    )
     args = parser.parse_args(argv)
+    if args.command == "fsck":
+        raise SystemExit(_fsck(args))
     settings = config.settings_from(args)
     logging.basicConfig(
         level=settings.log_level.upper(),

@@ -50,16 +50,23 @@ def env_name(flag: str) -> str:
     return "S3GW_" + flag.upper().replace("-", "_")
 
 
-def add_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
+def env_default(flag: str, env: Mapping[str, str] | None = None) -> object:
+    """A flag's default: its S3GW_ variable if set, else the built-in default."""
     env = os.environ if env is None else env
+    for name, kind, default, _text in _OPTIONS:
+        if name == flag:
+            value = env.get(env_name(flag), default)
+            return kind(value) if value is not None else None
+    raise KeyError(flag)
+
+
+def add_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
     for flag, kind, default, text in _OPTIONS:
-        name = env_name(flag)
-        value = env.get(name, default)
         parser.add_argument(
             f"--{flag}",
             type=kind,
-            default=kind(value) if value is not None else None,
-            help=f"{text} (env {name}; default {default})",
+            default=env_default(flag, env),
+            help=f"{text} (env {env_name(flag)}; default {default})",
         )
 
 

@@ -10,6 +10,8 @@ is a date in the future.
 
 from __future__ import annotations
 
+import datetime
+import re
 import time
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
@@ -18,16 +20,23 @@ from .. import digest
 from .errors import S3Error
 
 
+_ASCTIME = re.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8} [0-9]{4}")
+
+
 def _date(value: str | None) -> float | None:
     if not value:
         return None
     try:
         parsed = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if parsed.tzinfo is None:
+            # asctime dates carry no zone and mean GMT (RFC 7231 7.1.1.1); any other date
+            # without a zone is not an HTTP-date.
+            if not _ASCTIME.fullmatch(value.strip()):
+                return None
+            parsed = parsed.replace(tzinfo=datetime.UTC)
+        stamp = parsed.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        return None
-    stamp = parsed.timestamp()
     return stamp if stamp <= time.time() else None
 
 

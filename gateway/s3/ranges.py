@@ -10,7 +10,14 @@ import re
 
 from .errors import S3Error
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
+_HUGE = 10**20  # larger than any object: a longer number means the same to us
+
+
+def byte_offset(digits: str) -> int:
+    # int() refuses strings over 4,300 digits; anything past 20 is just "huge".
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 20 else _HUGE
 
 
 def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
@@ -25,13 +32,13 @@ def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
         return None
     if not first:
         # Suffix range: the last N bytes.
-        n = int(last)
+        n = byte_offset(last)
         if n == 0 or size == 0:
             raise unsatisfiable(value, size)
         n = min(n, size)
         return size - n, n
-    start = int(first)
-    end = int(last) if last else size - 1
+    start = byte_offset(first)
+    end = byte_offset(last) if last else size - 1
     if last and end < start:
         return None
     if start >= size:

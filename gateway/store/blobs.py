@@ -7,6 +7,7 @@ says which exist; a file the catalog does not know is an orphan of a crash and i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -110,3 +111,30 @@ class BlobFiles:
                 if leaf.is_dir(follow_symlinks=False):
                     files = [e for e in os.scandir(leaf.path) if e.is_file(follow_symlinks=False)]
                     yield top.name + leaf.name, files
+
+
+class FolderInUse(RuntimeError):
+    pass
+
+
+class FolderLock:
+    """An advisory lock on the data folder. A gateway holds it shared while it serves (its
+    worker processes share it too); the start-up sweep and fsck need it exclusively, because
+    a blob being published is not in the catalog yet and would look like an orphan."""
+
+    def __init__(self, root: Path) -> None:
+        self.fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def exclusive(self, what: str) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderInUse(
+                f"{what}: the data folder is in use by a running gateway; stop it first"
+            ) from None
+
+    def shared(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from .. import digest
 from . import catalog, errors
-from .blobs import BlobFiles, new_blob_id
+from .blobs import BlobFiles, FolderLock, new_blob_id
 from .model import (
     Bucket,
     Extent,
@@ -55,6 +55,8 @@ class Store:
         self.root = root
         self.inline_max = inline_max
         root.mkdir(parents=True, exist_ok=True)
+        self.lock = FolderLock(root)
+        self.lock.exclusive("cannot start")
         self.files = BlobFiles(root)
         self.catalog_path = root / "catalog.sqlite3"
         catalog.initialise(self.catalog_path)
@@ -67,15 +69,23 @@ class Store:
         self.writer.close()
         self.pool.shutdown(wait=True)
         self._reader.close()
+        self.lock.close()
 
     # --- start-up ------------------------------------------------------------------------------
+
+    def start(self) -> tuple[int, int]:
+        """Sweep what a crash left, then let other processes of this gateway share the folder.
+        Returns (tmp entries removed, orphan blob files removed)."""
+        swept = self.sweep()
+        self.lock.shared()
+        return swept
 
     def sweep(self) -> tuple[int, int]:
         """Empty tmp/ and remove blob files the catalog does not reference: what a crash left.
 
-        Must run before requests are served (a blob being published is not yet in the catalog).
-        Compares one blob directory at a time with a range of catalog ids: bounded memory.
-        Returns (tmp entries removed, orphan blob files removed).
+        Runs holding the folder exclusively, before requests are served (a blob being
+        published is not yet in the catalog). Compares one blob directory at a time with a
+        range of catalog ids: bounded memory.
         """
         tmp = self.files.empty_tmp()
         orphans = 0

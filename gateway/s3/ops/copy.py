@@ -20,12 +20,13 @@ from ...store.errors import SourceChanged
 from .. import conditions, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
+from ..ranges import byte_offset
 from .objects import attrs_from_headers, check_key, part_number
 
 MAX_COPY_SIZE = 5 * 1024**3  # AWS: larger sources must be copied with UploadPartCopy
 ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
 COPY_PREFIX = "x-amz-copy-source-"
-_COPY_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+_COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)")
 _RANGE_FORM = (
     "The x-amz-copy-source-range value must be of the form bytes=first-last where first and "
     "last are the zero-based offsets of the first and last bytes to copy"
@@ -147,9 +148,9 @@ def parse_copy_range(value: str | None, size: int) -> tuple[int, int]:
     if value is None:
         return 0, size
     m = _COPY_RANGE.fullmatch(value)
-    if m is None or int(m.group(1)) > int(m.group(2)):
+    if m is None or byte_offset(m.group(1)) > byte_offset(m.group(2)):
         raise invalid_argument(_RANGE_FORM, "x-amz-copy-source-range", value)
-    first, last = int(m.group(1)), int(m.group(2))
+    first, last = byte_offset(m.group(1)), byte_offset(m.group(2))
     if first >= size:
         raise S3Error(
             "InvalidRequest", "The specified copy range is invalid for the source object size"
