@@ -19,7 +19,6 @@ from email.utils import parsedate_to_datetime
 from .. import digest
 from .errors import S3Error
 
-
 _ASCTIME = re.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8} [0-9]{4}")
 
 
