@@ -29,6 +29,10 @@ run: $(VENV)/.installed-run
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
+bench: $(VENV)/.installed-test
+	$(BIN)/s3gw bench copy
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import config
+from . import bench, config
 from .app import build_app, describe
 
 
@@ -28,8 +28,9 @@ async def _run(settings: config.Settings) -> None:
     await site.start()
     host, port = runner.addresses[0][:2]
     url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    # The banner is for the person (or test) that started us: printed whatever the log level.
     for line in describe(settings, app, url):
-        logging.getLogger("gateway").info("%s", line)
+        print(line, file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,9 +77,12 @@ def main(argv: list[str] | None = None) -> None:
     fsck.add_argument(
         "--repair", action="store_true", help="remove orphans and fix reference counts"
     )
+    bench.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "fsck":
         raise SystemExit(_fsck(args))
+    if args.command == "bench":
+        raise SystemExit(args.run(args))
     settings = config.settings_from(args)
     logging.basicConfig(
         level=settings.log_level.upper(),

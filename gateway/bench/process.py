@@ -1,0 +1,91 @@
+"""Runs the real gateway as a child process on an ephemeral port: for the benchmarks and the
+integration tests (boto3 is needed, from the test extra)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+ACCESS_KEY = "TESTACCESSKEY0000001"
+SECRET_KEY = "test-secret-key-0000000000000000000000001"
+_LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+class GatewayProcess:
+    """`python -m gateway serve` on 127.0.0.1:0 with a data folder; stops when told."""
+
+    def __init__(self, data: Path, env: dict[str, str] | None = None, *args: str) -> None:
+        self.data = data
+        self.env = {
+            **os.environ,
+            "S3GW_ACCESS_KEY": ACCESS_KEY,
+            "S3GW_SECRET_KEY": SECRET_KEY,
+            **(env or {}),
+        }
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.log: list[str] = []
+
+    def start(self) -> GatewayProcess:
+        cmd = [sys.executable, "-m", "gateway", "serve", "--data", str(self.data)]
+        cmd += ["--address", "127.0.0.1:0", *self.args]
+        self.proc = subprocess.Popen(
+            cmd, env=self.env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = _LISTENING.search(line)
+            if m:
+                self.url = m.group(1)
+                break
+        else:
+            raise RuntimeError("gateway did not start:\n" + "".join(self.log))
+        threading.Thread(target=self._drain, daemon=True).start()
+        return self
+
+    def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def client(
+        self, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, **config: Any
+    ) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret_key,
+            region_name="us-east-1",
+            config=Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 1},
+                **config,
+            ),
+        )
