@@ -7,6 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from . import digest
 from .config import Settings, load_users
 from .s3.handler import S3Handler, on_response_prepare
 from .store import Store
@@ -23,6 +24,7 @@ async def _ignore_expect(request: web.Request) -> None:
 
 
 def build_app(settings: Settings) -> web.Application:
+    log.info("%s", digest.configure(settings.md5_backend))
     settings.data.mkdir(parents=True, exist_ok=True)
     store = Store(settings.data, inline_max=settings.inline_max)
     tmp, orphans = store.start()

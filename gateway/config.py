@@ -30,6 +30,7 @@ class Settings:
     access_key: str | None = None
     secret_key: str | None = None
     inline_max: int = 64 * 1024
+    md5_backend: str = "hashlib"
     log_level: str = "info"
     max_object_size: int = MAX_OBJECT_SIZE
 
@@ -42,6 +43,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("access-key", str, None, "access key of the gateway's user"),
     ("secret-key", str, None, "secret key of the gateway's user"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
+    ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),
 ]
 
@@ -82,6 +84,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         access_key=args.access_key,
         secret_key=args.secret_key,
         inline_max=args.inline_max,
+        md5_backend=args.md5_backend,
         log_level=args.log_level,
     )
 

@@ -25,6 +25,14 @@ def md5() -> Digest:
     return hashlib.md5(usedforsecurity=False)
 
 
+def configure(backend: str) -> str:
+    """Select the MD5 backend for this process (before the first request); returns a line
+    describing it for the start-up log."""
+    if backend != "hashlib":
+        raise ValueError(f"unknown MD5 backend {backend!r}")
+    return "MD5 backend: hashlib"
+
+
 def md5_of(data: bytes | bytearray | memoryview) -> Digest:
     d = md5()
     d.update(data)
