@@ -49,6 +49,8 @@ def build_app(settings: Settings) -> web.Application:
 def describe(settings: Settings, app: web.Application, url: str) -> list[str]:
     user, path = app[CREDENTIALS]
     source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
+    if settings.users is not None and settings.access_key:
+        source = f"{settings.users} and S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
     # "listening on" comes last: whoever waits for it has seen the rest.
     return [
         f"data folder: {settings.data.resolve()}",

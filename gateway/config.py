@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import string
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ class Settings:
     region: str = "us-east-1"
     access_key: str | None = None
     secret_key: str | None = None
+    users: Path | None = None
     inline_max: int = 64 * 1024
     md5_backend: str = "hashlib"
     log_level: str = "info"
@@ -42,6 +44,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("region", str, "us-east-1", "the region this endpoint answers for"),
     ("access-key", str, None, "access key of the gateway's user"),
     ("secret-key", str, None, "secret key of the gateway's user"),
+    ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),
@@ -83,6 +86,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         region=args.region,
         access_key=args.access_key,
         secret_key=args.secret_key,
+        users=Path(args.users) if args.users else None,
         inline_max=args.inline_max,
         md5_backend=args.md5_backend,
         log_level=args.log_level,
@@ -93,36 +97,75 @@ def _random(alphabet: str, n: int) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
+def _user(access: str, secret: str, display_name: str = "s3gw", canonical_id: str = "") -> User:
+    # The default canonical id is derived from the access key: stable across restarts.
+    return User(
+        access_key=access,
+        secret_key=secret,
+        display_name=display_name,
+        canonical_id=canonical_id or hashlib.sha256(b"s3gw-user:" + access.encode()).hexdigest(),
+    )
+
+
+def read_users_file(path: Path) -> list[User]:
+    """A TOML users file: `[[user]]` tables with access_key, secret_key, and optionally
+    display_name and canonical_id."""
+    try:
+        entries = tomllib.loads(path.read_text()).get("user", [])
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SystemExit(f"cannot read users file {path}: {exc}") from exc
+    users = []
+    for i, entry in enumerate(entries, 1):
+        try:
+            users.append(
+                _user(
+                    str(entry["access_key"]),
+                    str(entry["secret_key"]),
+                    str(entry.get("display_name", entry["access_key"])),
+                    str(entry.get("canonical_id", "")),
+                )
+            )
+        except KeyError as exc:
+            raise SystemExit(f"{path}: user {i} has no {exc.args[0]}") from exc
+    return users
+
+
 def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
     """The users the gateway accepts, keyed by access key, and the credentials file used.
 
-    S3GW_ACCESS_KEY/S3GW_SECRET_KEY win; otherwise the pair kept in the data folder, created
-    (random, mode 0600) on first start.
+    The users file and the S3GW_ACCESS_KEY/S3GW_SECRET_KEY pair; with neither, the pair kept in
+    the data folder, created (random, mode 0600) on first start.
     """
+    users: list[User] = []
     path: Path | None = None
+    if settings.users is not None:
+        users += read_users_file(settings.users)
+        path = settings.users
     if settings.access_key and settings.secret_key:
-        access, secret = settings.access_key, settings.secret_key
+        users.insert(0, _user(settings.access_key, settings.secret_key))
     elif settings.access_key or settings.secret_key:
         raise SystemExit("set both S3GW_ACCESS_KEY and S3GW_SECRET_KEY, or neither")
-    else:
+    elif not users:
         path = settings.data / CREDENTIALS_FILE
-        if path.exists():
-            stored = json.loads(path.read_text())
-            access, secret = stored["access_key"], stored["secret_key"]
-        else:
-            settings.data.mkdir(parents=True, exist_ok=True)
-            access = "S3GW" + _random(string.ascii_uppercase + string.digits, 16)
-            secret = _random(string.ascii_letters + string.digits, 40)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump({"access_key": access, "secret_key": secret}, f)
-                f.flush()
-                os.fsync(f.fileno())
-    # The canonical id is derived from the access key so that it is stable across restarts.
-    user = User(
-        access_key=access,
-        secret_key=secret,
-        display_name="s3gw",
-        canonical_id=hashlib.sha256(b"s3gw-user:" + access.encode()).hexdigest(),
-    )
-    return {access: user}, path
+        users.append(_generated_user(path))
+    by_key: dict[str, User] = {}
+    for user in users:
+        if user.access_key in by_key:
+            raise SystemExit(f"access key {user.access_key} is defined twice")
+        by_key[user.access_key] = user
+    return by_key, path
+
+
+def _generated_user(path: Path) -> User:
+    if path.exists():
+        stored = json.loads(path.read_text())
+        return _user(stored["access_key"], stored["secret_key"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    access = "S3GW" + _random(string.ascii_uppercase + string.digits, 16)
+    secret = _random(string.ascii_letters + string.digits, 40)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"access_key": access, "secret_key": secret}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    return _user(access, secret)
