@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote, unquote_to_bytes
 
+from gateway.s3 import sigv2
 from gateway.s3.errors import S3Error
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -166,12 +167,14 @@ class Authenticator:
                 ArgumentName="Authorization",
                 ArgumentValue=_printable(authorization),
             )
+        if authorization is not None and authorization.startswith("AWS "):
+            return self._v2_header(request, headers, params, authorization)
         if authorization is not None:
             claim = self._header_claim(authorization, headers)
         elif presigned:
             claim = self._query_claim(params, headers)
         elif "AWSAccessKeyId" in names and "Signature" in names:
-            raise S3Error("NotImplemented", "Signature Version 2 is not supported")
+            return self._v2_query(request, headers, params)
         else:
             # Anonymous access is not offered: every request must be signed.
             raise S3Error("AccessDenied")
@@ -181,8 +184,6 @@ class Authenticator:
 
     def _header_claim(self, authorization: str, headers: Mapping[str, list[str]]) -> _Claim:
         algorithm, _, rest = authorization.strip().partition(" ")
-        if algorithm == "AWS":
-            raise S3Error("NotImplemented", "Signature Version 2 is not supported")
         if algorithm != ALGORITHM:
             # AWS's answer to an Authorization header of a kind it does not know.
             raise S3Error(
@@ -287,6 +288,108 @@ class Authenticator:
             )
         if start - now > MAX_SKEW_SECONDS:
             raise S3Error("AccessDenied", "Request is not valid yet")
+
+    # -- Signature Version 2 ----------------------------------------------------------------
+
+    def _v2_header(
+        self,
+        request: SignedRequest,
+        headers: Mapping[str, list[str]],
+        params: list[tuple[str, str]],
+        authorization: str,
+    ) -> AuthResult:
+        access_key, sep, provided = authorization[4:].strip().rpartition(":")
+        if not sep or not access_key:
+            raise S3Error(
+                "InvalidArgument",
+                "AWS authorization header is invalid.  Expected AwsAccessKeyId:signature",
+                ArgumentName="Authorization",
+                ArgumentValue=_printable(authorization),
+            )
+        user = self._v2_user(access_key)
+        amz_date = _joined(headers, "x-amz-date")
+        date = amz_date if amz_date is not None else _joined(headers, "date")
+        when = _parse_http_date(date) if date else None
+        if when is None:
+            raise S3Error(
+                "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
+            )
+        now = self._clock()
+        if abs(now - when.timestamp()) > MAX_SKEW_SECONDS:
+            raise S3Error(
+                "RequestTimeTooSkewed",
+                RequestTime=date,
+                ServerTime=_iso8601(now),
+                MaxAllowedSkewMilliseconds=MAX_SKEW_SECONDS * 1000,
+            )
+        # With x-amz-date the Date line is empty (it is signed among the x-amz-* headers);
+        # some clients sign the Date header anyway, so that form is tried second.
+        date_lines = [""] if amz_date is not None else []
+        date_lines.append(_joined(headers, "date") or "")
+        return self._v2_verify(request, headers, params, user, provided, date_lines)
+
+    def _v2_query(
+        self,
+        request: SignedRequest,
+        headers: Mapping[str, list[str]],
+        params: list[tuple[str, str]],
+    ) -> AuthResult:
+        auth = {unquote(n): unquote(v) for n, v in params}
+        expires = auth.get("Expires", "")
+        if not expires.isdigit():
+            raise S3Error(
+                "AccessDenied", "Query-string authentication requires the Expires parameter"
+            )
+        now = self._clock()
+        if now > int(expires):
+            raise S3Error(
+                "AccessDenied",
+                "Request has expired",
+                Expires=_iso8601(int(expires)),
+                ServerTime=_iso8601(now),
+            )
+        user = self._v2_user(auth["AWSAccessKeyId"])
+        signed_params = [(n, v) for n, v in params if unquote(n) not in ("Signature",)]
+        return self._v2_verify(request, headers, signed_params, user, auth["Signature"], [expires])
+
+    def _v2_user(self, access_key: str) -> User:
+        user = self._users.get(access_key)
+        if user is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=_printable(access_key))
+        return user
+
+    def _v2_verify(
+        self,
+        request: SignedRequest,
+        headers: Mapping[str, list[str]],
+        params: list[tuple[str, str]],
+        user: User,
+        provided: str,
+        date_lines: list[str],
+    ) -> AuthResult:
+        first = ""
+        for date_line in date_lines:
+            text = sigv2.string_to_sign(
+                request.method, request.raw_path, params, headers, date_line
+            )
+            first = first or text
+            if hmac.compare_digest(
+                sigv2.signature(user.secret_key, text).encode(), _wire_bytes(provided)
+            ):
+                return AuthResult(
+                    user=user,
+                    payload_hash=UNSIGNED_PAYLOAD,
+                    signature=provided,
+                    signing_key=b"",
+                    amz_date="",
+                    scope="",
+                )
+        raise S3Error(
+            "SignatureDoesNotMatch",
+            AWSAccessKeyId=user.access_key,
+            StringToSign=_printable(first),
+            SignatureProvided=_printable(provided),
+        )
 
     # -- shared -----------------------------------------------------------------------------
 

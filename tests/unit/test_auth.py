@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
 import hmac
+import importlib.util
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from email.utils import formatdate
 from typing import Any
 from unittest import mock
 from urllib.parse import quote, urlsplit
 
 import boto3
 import pytest
-from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth, SigV4Auth
+from botocore.auth import HmacV1Auth, HmacV1QueryAuth, S3SigV4Auth, S3SigV4QueryAuth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
@@ -46,7 +49,14 @@ def authenticator(now: float = EPOCH, region: str = REGION) -> Authenticator:
 
 @contextmanager
 def frozen(at: dt.datetime = SIGNED_AT) -> Iterator[None]:
-    with mock.patch("botocore.auth.get_current_datetime", return_value=at):
+    # With awscrt installed botocore signs with its CRT signers, which read the clock in
+    # botocore.crt.auth: freeze both.
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("botocore.auth.get_current_datetime", return_value=at))
+        if importlib.util.find_spec("awscrt") is not None:
+            stack.enter_context(
+                mock.patch("botocore.crt.auth.get_current_datetime", return_value=at)
+            )
         yield
 
 
@@ -723,14 +733,63 @@ def test_no_authentication_is_access_denied() -> None:
     rejects(dataclasses.replace(request, query_string="X-Amz-Foo=1&uploads"), "AccessDenied")
 
 
-def test_signature_v2_is_not_implemented() -> None:
-    header = with_header(sign(), "Authorization", "AWS AKIDALICE:frJIUN8DYpKDtOLCwo//yllqDzg=")
-    error = rejects(header, "NotImplemented")
-    assert error.message == "Signature Version 2 is not supported"
-    query = SignedRequest(
-        "GET", "/b/k", "AWSAccessKeyId=AKIDALICE&Expires=1&Signature=abc", {"Host": HOST}
+def _v2_signed(
+    method: str, url: str, headers: dict[str, str] | None = None, secret: str = ALICE.secret_key
+) -> SignedRequest:
+    """A request signed by botocore's own Signature Version 2 signer (HmacV1Auth)."""
+    request = AWSRequest(method=method, url=url, headers=headers or {})
+    with mock.patch("botocore.auth.formatdate", return_value=formatdate(EPOCH, usegmt=True)):
+        HmacV1Auth(Credentials(ALICE.access_key, secret)).add_auth(request)
+    return on_the_wire(method, url, request.headers)
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "headers"),
+    [
+        ("GET", f"https://{HOST}/bucket/key", {}),
+        ("PUT", f"https://{HOST}/bucket/a%20b/%C3%BC", {"Content-Type": "text/plain"}),
+        ("PUT", f"https://{HOST}/bucket/k?acl", {"x-amz-acl": "private", "x-amz-meta-b": " 2 "}),
+        ("GET", f"https://{HOST}/bucket/k?response-content-type=text%2Fhtml&other=1", {}),
+        ("POST", f"https://{HOST}/bucket/k?uploadId=u1", {"Content-MD5": "AAAA"}),
+    ],
+)
+def test_signature_v2_header(method: str, url: str, headers: dict[str, str]) -> None:
+    request = _v2_signed(method, url, headers)
+    result = authenticator().authenticate(request)
+    assert result.user == ALICE
+    assert result.payload_hash == "UNSIGNED-PAYLOAD"
+    rejects(_v2_signed(method, url, headers, secret="wrong"), "SignatureDoesNotMatch")
+    rejects(dataclasses.replace(request, method="DELETE"), "SignatureDoesNotMatch")
+    rejects(dataclasses.replace(request, raw_path=request.raw_path + "x"), "SignatureDoesNotMatch")
+    rejects(request, "RequestTimeTooSkewed", now=EPOCH + 16 * 60)
+
+
+def test_signature_v2_unsigned_query_parameters_do_not_matter() -> None:
+    request = _v2_signed("GET", f"https://{HOST}/bucket?prefix=a")
+    changed = dataclasses.replace(request, query_string="prefix=b")  # not a sub-resource
+    assert authenticator().authenticate(changed).user == ALICE
+    rejects(dataclasses.replace(request, query_string="acl"), "SignatureDoesNotMatch")
+
+
+def test_signature_v2_presigned() -> None:
+    request = AWSRequest(method="GET", url=f"https://{HOST}/bucket/p%20q")
+    with mock.patch("botocore.auth.time.time", return_value=EPOCH):
+        HmacV1QueryAuth(Credentials(ALICE.access_key, ALICE.secret_key), expires=60).add_auth(
+            request
+        )
+    wire = on_the_wire("GET", request.url, {})
+    assert authenticator(now=EPOCH + 60).authenticate(wire).user == ALICE
+    error = rejects(wire, "AccessDenied", now=EPOCH + 61)
+    assert error.message == "Request has expired"
+    tampered = dataclasses.replace(
+        wire,
+        query_string=wire.query_string.replace(f"Expires={EPOCH + 60}", f"Expires={EPOCH + 99}"),
     )
-    rejects(query, "NotImplemented")
+    rejects(tampered, "SignatureDoesNotMatch")
+    unknown = dataclasses.replace(
+        wire, query_string=wire.query_string.replace("AKIDALICE", "AKIDNOBODY")
+    )
+    rejects(unknown, "InvalidAccessKeyId")
 
 
 def test_unknown_authorization_type() -> None:
