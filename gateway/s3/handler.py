@@ -19,7 +19,7 @@ from ..store import Store, StoreError
 from .auth import Authenticator, SignedRequest, User
 from .context import RESPONSE_STARTED, Context
 from .errors import S3Error
-from .ops import buckets, copy, listing, multipart, objects
+from .ops import acl, buckets, copy, listing, multipart, objects
 from .payload import Payload
 from .router import route
 
@@ -34,7 +34,10 @@ OPERATIONS: dict[str, Operation] = {
     **listing.OPERATIONS,
     **copy.OPERATIONS,
     **multipart.OPERATIONS,
+    **acl.OPERATIONS,
 }
+# Writes that may carry x-amz-acl / x-amz-grant-* headers.
+_ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
 
 REQUEST_ID = web.RequestKey("request_id", str)
 OPERATION = web.RequestKey("operation", str)
@@ -101,6 +104,8 @@ class S3Handler:
                 raise S3Error("NoSuchBucket", BucketName=target.bucket)
             if bucket.owner != auth.user.canonical_id:
                 raise S3Error("AccessDenied")
+        if target.operation in _ACL_WRITES:
+            acl.check_canned_acl(request.headers)
         ctx = Context(
             request=request,
             route=target,

@@ -36,9 +36,10 @@ def _emit(out: list[str], nodes: Iterable[Node]) -> None:
         elif isinstance(value, str | int):
             out.append(f"<{tag}>{escape(str(value))}</{tag}>")
         else:
+            # A tag may carry attributes ("Grantee xsi:type=..."): close it by its name alone.
             out.append(f"<{tag}>")
             _emit(out, value)
-            out.append(f"</{tag}>")
+            out.append(f"</{tag.split(' ', 1)[0]}>")
 
 
 def render(root: str, nodes: Iterable[Node] | str) -> bytes:
