@@ -28,6 +28,7 @@ class Settings:
     host: str
     port: int
     region: str = "us-east-1"
+    domain: str | None = None
     access_key: str | None = None
     secret_key: str | None = None
     users: Path | None = None
@@ -42,6 +43,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("data", str, "./data", "data folder (catalog, blobs)"),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
     ("region", str, "us-east-1", "the region this endpoint answers for"),
+    ("domain", str, None, "serve virtual-hosted style too: BUCKET.DOMAIN names the bucket"),
     ("access-key", str, None, "access key of the gateway's user"),
     ("secret-key", str, None, "secret key of the gateway's user"),
     ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
@@ -84,6 +86,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         host=host.strip("[]") or "127.0.0.1",
         port=int(port),
         region=args.region,
+        domain=args.domain or None,
         access_key=args.access_key,
         secret_key=args.secret_key,
         users=Path(args.users) if args.users else None,

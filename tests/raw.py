@@ -64,9 +64,12 @@ def send(
     headers: dict[str, str] | None = None,
     body: bytes | None = None,
     chunked: bool = False,
+    connect: str | None = None,
 ) -> Reply:
+    """Send a request as given; `connect` is the host to connect to when the URL's host is
+    a name that does not resolve here (virtual-hosted style)."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(connect or parts.hostname, parts.port, timeout=60)
     try:
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
@@ -94,3 +97,8 @@ def signed(
     method: str, url: str, headers: dict[str, str] | None = None, body: bytes = b"", **kw
 ) -> Reply:  # type: ignore[no-untyped-def]
     return send(method, url, sign(method, url, headers, body), body if body else None, **kw)
+
+
+def signed_to(url: str, method: str, body: bytes = b"") -> Reply:
+    """A signed request to a URL whose host may not resolve: sent to 127.0.0.1."""
+    return send(method, url, sign(method, url, body=body), body or None, connect="127.0.0.1")

@@ -83,6 +83,9 @@ class SignedRequest:
     # Case-insensitive; in production a multidict.CIMultiDictProxy whose items() yields every
     # occurrence of a repeated header, so repeated headers can be joined as SigV4 requires.
     headers: Mapping[str, str]
+    # The bucket named by the Host header (virtual-hosted style): Signature Version 2 signs
+    # "/bucket" + path, SigV4 the path alone.
+    host_bucket: str | None = None
 
 
 @dataclass(frozen=True)
@@ -369,9 +372,10 @@ class Authenticator:
     ) -> AuthResult:
         first = ""
         for date_line in date_lines:
-            text = sigv2.string_to_sign(
-                request.method, request.raw_path, params, headers, date_line
-            )
+            resource = request.raw_path
+            if request.host_bucket is not None:
+                resource = f"/{request.host_bucket}{request.raw_path}"
+            text = sigv2.string_to_sign(request.method, resource, params, headers, date_line)
             first = first or text
             if hmac.compare_digest(
                 sigv2.signature(user.secret_key, text).encode(), _wire_bytes(provided)

@@ -21,7 +21,7 @@ from .context import RESPONSE_STARTED, Context
 from .errors import S3Error
 from .ops import acl, buckets, copy, listing, multipart, objects
 from .payload import Payload
-from .router import route
+from .router import bucket_from_host, route
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("gateway.access")
@@ -88,10 +88,17 @@ class S3Handler:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw_path, _, query_string = request.raw_path.partition("?")
-        target = route(request.method, raw_path, request.query, request.headers)
+        domain = self.settings.domain
+        target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
         auth = self.auth.authenticate(
-            SignedRequest(request.method, raw_path, query_string, request.headers)
+            SignedRequest(
+                request.method,
+                raw_path,
+                query_string,
+                request.headers,
+                bucket_from_host(request.headers.get("host", ""), domain),
+            )
         )
         operation = OPERATIONS.get(target.operation)
         if operation is None:

@@ -1,6 +1,7 @@
 """Routing: a pure function from (method, path, query, headers) to one S3 operation.
 
-Path-style addressing: `/bucket/key`. The key is everything after `/bucket/`, percent-decoded
+Path-style addressing, `/bucket/key`, always; virtual-hosted style, `bucket.DOMAIN/key`, when a
+domain is configured. The key is everything after `/bucket/`, percent-decoded
 and otherwise untouched: `../x`, `a//b` and a leading `/` are ordinary keys (S3 does not
 normalise paths), so the raw path is parsed here, never a normalised one.
 """
@@ -78,10 +79,31 @@ def split_path(raw_path: str) -> tuple[str | None, str | None]:
     return bucket, (key or None)
 
 
+def bucket_from_host(host: str, domain: str | None) -> str | None:
+    """Virtual-hosted style: `bucket.DOMAIN[:port]` names the bucket; the path is the key."""
+    if not domain:
+        return None
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.lower().rstrip(".")
+    suffix = "." + domain.lower()
+    if name.endswith(suffix) and len(name) > len(suffix):
+        return name[: -len(suffix)]
+    return None
+
+
 def route(
-    method: str, raw_path: str, query: Mapping[str, str], headers: Mapping[str, str]
+    method: str,
+    raw_path: str,
+    query: Mapping[str, str],
+    headers: Mapping[str, str],
+    domain: str | None = None,
 ) -> Route:
-    bucket, key = split_path(raw_path)
+    host_bucket = bucket_from_host(headers.get("host", ""), domain)
+    if host_bucket is not None:
+        _, key = split_path("/" + host_bucket + raw_path)
+        bucket: str | None = host_bucket
+    else:
+        bucket, key = split_path(raw_path)
     if bucket is None:
         if method == "GET":
             return Route("ListBuckets")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.s3.errors import S3Error
-from gateway.s3.router import Route, route, split_path
+from gateway.s3.router import Route, bucket_from_host, route, split_path
 
 COPY = {"x-amz-copy-source": "/src/key"}
 UPLOAD = {"uploadId": "u1"}
@@ -287,3 +287,32 @@ def test_route_raises_only_s3_errors(
 def test_percent_encoded_key_round_trips(key: str, safe: str) -> None:
     # Whatever a client escapes (SDKs differ on '/' and '+'), the key arrives byte for byte.
     assert route("GET", "/b/" + quote(key, safe=safe), {}, {}) == Route("GetObject", "b", key)
+
+
+@pytest.mark.parametrize(
+    ("host", "domain", "bucket"),
+    [
+        ("b.s3.localhost:9000", "s3.localhost", "b"),
+        ("my.dotted.bucket.s3.localhost", "s3.localhost", "my.dotted.bucket"),
+        ("B.S3.LOCALHOST:9000", "s3.localhost", "b"),
+        ("s3.localhost:9000", "s3.localhost", None),
+        ("127.0.0.1:9000", "s3.localhost", None),
+        ("b.s3.localhost:9000", None, None),
+        ("evil-s3.localhost", "s3.localhost", None),
+    ],
+)
+def test_bucket_from_host(host: str, domain: str | None, bucket: str | None) -> None:
+    assert bucket_from_host(host, domain) == bucket
+
+
+def test_virtual_hosted_routes() -> None:
+    headers = {"host": "photos.s3.localhost:9000"}
+    assert route("GET", "/", {}, headers, "s3.localhost") == Route("ListObjects", "photos")
+    assert route("GET", "/a//b", {}, headers, "s3.localhost") == Route(
+        "GetObject", "photos", "a//b"
+    )
+    assert route("PUT", "/", {}, headers, "s3.localhost") == Route("CreateBucket", "photos")
+    # Path style still works on the bare domain.
+    assert route("GET", "/photos/k", {}, {"host": "s3.localhost"}, "s3.localhost") == Route(
+        "GetObject", "photos", "k"
+    )
