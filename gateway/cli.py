@@ -7,12 +7,13 @@ import asyncio
 import logging
 import shlex
 import signal
+import ssl
 import sys
 from pathlib import Path
 
 from aiohttp import web
 
-from . import bench, config
+from . import bench, config, tls
 from .app import build_app, describe
 
 
@@ -22,12 +23,18 @@ def _serve(settings: config.Settings) -> None:
 
 async def _run(settings: config.Settings) -> None:
     app = build_app(settings)
+    context, cert = _tls(settings)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    site = web.TCPSite(
+        runner, settings.host, settings.port, reuse_address=True, ssl_context=context
+    )
     await site.start()
     host, port = runner.addresses[0][:2]
-    url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+    scheme = "https" if context else "http"
+    url = f"{scheme}://{host}:{port}" if ":" not in host else f"{scheme}://[{host}]:{port}"
+    if cert is not None:
+        print(f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})", file=sys.stderr)
     # The banner is for the person (or test) that started us: printed whatever the log level.
     for line in describe(settings, app, url):
         print(line, file=sys.stderr, flush=True)
@@ -39,6 +46,18 @@ async def _run(settings: config.Settings) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def _tls(settings: config.Settings) -> tuple[ssl.SSLContext | None, Path | None]:
+    if settings.tls_self_signed:
+        cert, key = tls.self_signed(settings.data)
+    elif settings.tls_cert and settings.tls_key:
+        cert, key = settings.tls_cert, settings.tls_key
+    elif settings.tls_cert or settings.tls_key:
+        raise SystemExit("--tls-cert and --tls-key go together")
+    else:
+        return None, None
+    return tls.server_context(cert, key), cert
 
 
 def _credentials(settings: config.Settings) -> None:

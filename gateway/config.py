@@ -32,6 +32,9 @@ class Settings:
     access_key: str | None = None
     secret_key: str | None = None
     users: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_self_signed: bool = False
     inline_max: int = 64 * 1024
     md5_backend: str = "hashlib"
     log_level: str = "info"
@@ -47,6 +50,8 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("access-key", str, None, "access key of the gateway's user"),
     ("secret-key", str, None, "secret key of the gateway's user"),
     ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
+    ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
+    ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),
@@ -75,6 +80,17 @@ def add_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None =
             default=env_default(flag, env),
             help=f"{text} (env {env_name(flag)}; default {default})",
         )
+    parser.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        default=_flag((os.environ if env is None else env).get(env_name("tls-self-signed"), "")),
+        help="serve HTTPS with a certificate for localhost made on first start and kept in "
+        "DATA/tls (env S3GW_TLS_SELF_SIGNED)",
+    )
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -90,6 +106,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         access_key=args.access_key,
         secret_key=args.secret_key,
         users=Path(args.users) if args.users else None,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+        tls_self_signed=args.tls_self_signed,
         inline_max=args.inline_max,
         md5_backend=args.md5_backend,
         log_level=args.log_level,

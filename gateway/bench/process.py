@@ -14,7 +14,7 @@ from typing import Any
 
 ACCESS_KEY = "TESTACCESSKEY0000001"
 SECRET_KEY = "test-secret-key-0000000000000000000000001"
-_LISTENING = re.compile(r"listening on (http://\S+)")
+_LISTENING = re.compile(r"listening on (https?://\S+)")
 
 
 class GatewayProcess:
@@ -72,7 +72,11 @@ class GatewayProcess:
         self.stop(signal.SIGKILL)
 
     def client(
-        self, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, **config: Any
+        self,
+        access_key: str = ACCESS_KEY,
+        secret_key: str = SECRET_KEY,
+        verify: str | None = None,
+        **config: Any,
     ) -> Any:
         import boto3
         from botocore.config import Config
@@ -83,6 +87,7 @@ class GatewayProcess:
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
             region_name="us-east-1",
+            verify=verify,
             config=Config(
                 s3={"addressing_style": "path"},
                 retries={"max_attempts": 1},
