@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= ./data
 ADDRESS ?= 127.0.0.1:9000
 
-.PHONY: run test lint install bench clean
+.PHONY: run test lint install bench clean s3tests
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ test: $(VENV)/.installed-test
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
 bench: $(VENV)/.installed-test
 	$(BIN)/s3gw bench copy
+	$(BIN)/s3gw bench list
+
+# ceph's s3-tests against a gateway started for the run (see s3tests/README.md):
+#   make s3tests S3TESTS_DIR=/path/to/s3-tests [S3TESTS_ARGS='-k multipart']
+s3tests: $(VENV)/.installed-test
+	$(BIN)/python s3tests/run.py --suite "$(S3TESTS_DIR)" -- $(S3TESTS_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

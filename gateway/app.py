@@ -36,7 +36,7 @@ def build_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
     app[CREDENTIALS] = (next(iter(users.values())), credentials_path)
-    app.router.add_route("*", "/{path:.*}", handler, expect_handler=_ignore_expect)
+    app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:

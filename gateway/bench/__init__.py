@@ -10,6 +10,7 @@ import importlib
 # their heavy dependencies (boto3, ...) inside run(), so the CLI starts fast.
 BENCHMARKS = {
     "copy": "gateway.bench.copy",
+    "list": "gateway.bench.listing",
 }
 
 

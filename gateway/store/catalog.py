@@ -366,13 +366,15 @@ def list_objects(
     while True:
         want = max_keys - len(entries) - len(prefixes)
         # One row beyond the page tells whether the listing is truncated.
+        # Rows are stepped one at a time, not fetched: after a common prefix the scan stops
+        # and seeks, so it never reads the keys below the prefix.
         rows = conn.execute(
             "SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = ? AND key "
             + (">= ?" if inclusive else "> ?")
             + bound
             + " ORDER BY key LIMIT ?",
             [bucket, cursor, *([upper] if upper is not None else []), want + 1],
-        ).fetchall()
+        )
         seek: bytes | None = None
         for key, size, etag, mtime_ns in rows:
             if want == 0:

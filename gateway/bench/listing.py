@@ -1,0 +1,124 @@
+"""Listing latency: one page of 1,000 in a bucket of 10,000 keys and in one of 1,000,000.
+
+The buckets are filled directly through the catalog (a million PUTs would take the benchmark's
+whole budget); the pages are then timed through the real server, from a lean signed HTTP client
+that does not parse the XML (boto3's parsing would dominate the figure). A page is
+index range scans, and a delimiter listing seeks past each common prefix, so the cost of a page
+should not grow with the bucket: the large/small ratio should be close to 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..store import catalog
+from ..store.model import Bucket, ObjectAttrs, ObjectInfo
+from .client import LeanClient
+from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
+
+OWNER_KEY = ACCESS_KEY
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--small", type=int, default=10_000, help="keys in the small bucket")
+    parser.add_argument("--large", type=int, default=1_000_000, help="keys in the large bucket")
+    parser.add_argument("--repeats", type=int, default=15, help="pages timed per case")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def key_name(i: int) -> str:
+    # 100 top-level "directories" of 100 sub-directories: structure for delimiter listings.
+    return f"dir{i % 100:03d}/sub{i // 100 % 100:03d}/object-{i:08d}"
+
+
+def fill(data: Path, buckets: dict[str, int], owner: str) -> None:
+    """Create buckets of empty objects straight in the catalog (no blobs needed)."""
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / "catalog.sqlite3"
+    catalog.initialise(path)
+    conn = catalog.connect(path)
+    conn.execute("PRAGMA synchronous=OFF")  # set-up only: the gateway reopens it durably
+    try:
+        for name, count in buckets.items():
+            conn.execute("BEGIN")
+            catalog.create_bucket(conn, Bucket(name, owner, "us-east-1", time.time_ns()))
+            for start in range(0, count, 50_000):
+                rows = [
+                    ObjectInfo(name, key_name(i), 0, "d41d8cd98f00b204e9800998ecf8427e",
+                               time.time_ns(), ObjectAttrs(), ())
+                    for i in range(start, min(start + 50_000, count))
+                ]  # fmt: skip
+                for obj in rows:
+                    catalog.put_object(conn, obj)
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+CASES: dict[str, dict[str, str]] = {
+    "first page": {},
+    "page from the middle": {"start-after": "dir050/"},
+    "delimiter at the root": {"delimiter": "/"},
+    "delimiter under a prefix": {"prefix": "dir042/", "delimiter": "/"},
+}
+
+
+def _median_ms(client: LeanClient, bucket: str, params: dict[str, str], repeats: int) -> float:
+    times = []
+    query = {"list-type": "2", "max-keys": "1000", **params}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        status, body = client.request("GET", f"/{bucket}", query)
+        times.append((time.perf_counter() - start) * 1000)
+        if status != 200 or b"<KeyCount>0<" in body:
+            raise RuntimeError(f"listing failed: {status} {body[:200]!r}")
+    return statistics.median(times)
+
+
+def measure(client: LeanClient, repeats: int) -> dict[str, Any]:
+    rows = []
+    for case, params in CASES.items():
+        small = _median_ms(client, "small", params, repeats)
+        large = _median_ms(client, "large", params, repeats)
+        rows.append({"case": case, "small_ms": small, "large_ms": large, "ratio": large / small})
+    return {"rows": rows}
+
+
+def render(result: dict[str, Any], small: int, large: int) -> str:
+    lines = [
+        f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys",
+        f"{'case':<26} {'small':>10} {'large':>10} {'ratio':>7}",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"{r['case']:<26} {r['small_ms']:>7.2f} ms {r['large_ms']:>7.2f} ms {r['ratio']:>7.2f}"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import Settings, load_users
+
+    with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
+        data = Path(tmp) / "data"
+        users, _ = load_users(
+            Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
+        )
+        started = time.perf_counter()
+        fill(data, {"small": args.small, "large": args.large}, users[OWNER_KEY].canonical_id)
+        print(f"filled the catalog in {time.perf_counter() - started:.1f} s", flush=True)
+        server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
+        try:
+            client = LeanClient(server.url)
+            result = measure(client, args.repeats)
+            client.close()
+        finally:
+            server.stop()
+    print(json.dumps(result, indent=2) if args.json else render(result, args.small, args.large))
+    return 0
