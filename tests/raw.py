@@ -7,6 +7,7 @@ hash, odd headers, no signature at all.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import http.client
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -102,3 +103,47 @@ def signed(
 def signed_to(url: str, method: str, body: bytes = b"") -> Reply:
     """A signed request to a URL whose host may not resolve: sent to 127.0.0.1."""
     return send(method, url, sign(method, url, body=body), body or None, connect="127.0.0.1")
+
+
+def signed_chunked_put(
+    url: str,
+    chunks: list[bytes],
+    trailers: list[tuple[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[dict[str, str], bytes]:
+    """Headers and body of a STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER] PUT, signed the way
+    the Java and JS SDKs sign them (botocore does not): a seed signature over the headers, then
+    each chunk's signature chained from it (sigv4-streaming.html)."""
+    mode = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD" + ("-TRAILER" if trailers is not None else "")
+    headers = {
+        "Content-Encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(sum(map(len, chunks))),
+        **(headers or {}),
+    }
+    if trailers:
+        headers["x-amz-trailer"] = ",".join(name for name, _ in trailers)
+    signed = sign("PUT", url, headers, payload_hash=mode)
+    amz_date = signed["X-Amz-Date"]
+    scope = f"{amz_date[:8]}/us-east-1/s3/aws4_request"
+    key = f"AWS4{SECRET_KEY}".encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    previous = signed["Authorization"].rsplit("Signature=", 1)[1]
+
+    def signature(kind: str, digest: str) -> str:
+        extra = [hashlib.sha256(b"").hexdigest()] if kind == "PAYLOAD" else []
+        text = "\n".join([f"AWS4-HMAC-SHA256-{kind}", amz_date, scope, previous, *extra, digest])
+        return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+    body = []
+    for data in [*chunks, b""]:
+        previous = signature("PAYLOAD", hashlib.sha256(data).hexdigest())
+        body.append(b"%x;chunk-signature=%s\r\n" % (len(data), previous.encode()))
+        body.append(data + b"\r\n" if data else b"")
+    if trailers is not None:
+        lines = "".join(f"{name}:{value}\n" for name, value in trailers)
+        body += [f"{name}:{value}\r\n".encode() for name, value in trailers]
+        sig = signature("TRAILER", hashlib.sha256(lines.encode()).hexdigest())
+        body.append(f"x-amz-trailer-signature:{sig}\r\n".encode())
+    body.append(b"\r\n")
+    return signed, b"".join(body)

@@ -69,6 +69,11 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "The XML you provided was not well-formed or did not validate against our published schema",
     ),
+    "MalformedTrailerError": (
+        400,
+        "The request contained trailing data that was not well-formed or did not conform to "
+        "our published schema.",
+    ),
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
     "MetadataTooLarge": (
         400,

@@ -119,7 +119,7 @@ class S3Handler:
             user=auth.user,
             store=self.store,
             settings=self.settings,
-            payload=Payload(request, auth.payload_hash),
+            payload=Payload(request, auth),
             users_by_id=self.users_by_id,
         )
         return await operation(ctx)

@@ -1,8 +1,12 @@
-"""A request's body as it streams, with the checks its signature promised.
+"""A request's body as it streams, with the checks its signature and headers promised.
 
-SigV4 signs the body by its SHA-256 (`x-amz-content-sha256`): the digest is fed while the body
-streams (by whoever consumes it: the store hashes in its write batches) and compared at the end,
-before anything is committed.
+- SigV4 signs a plain body by its SHA-256 (`x-amz-content-sha256`): the digest is fed while
+  the body streams (by whoever consumes it: the store hashes in its write batches) and compared
+  at the end, before anything is committed.
+- An aws-chunked body (`STREAMING-*`) is decoded here, chunk signatures verified as it streams
+  (gateway/s3/chunked.py); its size is `x-amz-decoded-content-length`.
+- A flexible checksum (`x-amz-checksum-*`, in a header or a trailer) is computed the same way
+  and checked at the end (gateway/s3/checksums.py).
 """
 
 from __future__ import annotations
@@ -15,25 +19,49 @@ from collections.abc import AsyncIterator
 from aiohttp import ClientPayloadError, web
 
 from ..digest import Digest
+from . import checksums
+from .auth import AuthResult
+from .chunked import ChunkedDecoder, stored_content_encoding
 from .errors import S3Error
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
-EMPTY_SHA256 = hashlib.sha256().hexdigest()
+STREAMING = "STREAMING-"
 
 
 class Payload:
-    def __init__(self, request: web.Request, payload_hash: str) -> None:
+    def __init__(self, request: web.Request, auth: AuthResult) -> None:
         self._request = request
-        self._hash = payload_hash
-        self._sha256 = None if payload_hash == UNSIGNED else hashlib.sha256()
-        if payload_hash.startswith("STREAMING-"):
-            raise S3Error("NotImplemented", "aws-chunked request bodies are not supported yet")
-        self.observers: list[Digest] = [self._sha256] if self._sha256 is not None else []
+        self._hash = auth.payload_hash
+        self.streaming = auth.payload_hash.startswith(STREAMING)
+        # Checksum headers are checked before the body is invited.
+        self.checksum = checksums.parse_request(request.headers)
+        self._computed = self.checksum.new() if self.checksum is not None else None
+        self._sha256 = None
+        if not self.streaming and auth.payload_hash != UNSIGNED:
+            self._sha256 = hashlib.sha256()
+        self._decoder: ChunkedDecoder | None = None
+        self._decoded_length: int | None = None
+        if self.streaming:
+            raw = request.headers.get("x-amz-decoded-content-length")
+            if raw is not None and raw.isdigit():
+                self._decoded_length = int(raw)
+            self._decoder = ChunkedDecoder(
+                request.content,
+                auth.payload_hash,
+                auth=auth,
+                expected_length=self._decoded_length,
+                trailer_names=self.checksum.trailer_names if self.checksum else frozenset(),
+            )
+        self.observers: list[Digest] = [d for d in (self._sha256, self._computed) if d is not None]
         self.received = 0
-        self.consumed = False
+        # The checksum value to store with the object, once verify() has accepted it.
+        self.checksum_value: str | None = None
 
     @property
     def declared_length(self) -> int | None:
+        """The body's size: the decoded size of an aws-chunked body, else Content-Length."""
+        if self.streaming:
+            return self._decoded_length
         return self._request.content_length
 
     def require_length(self, maximum: int) -> int:
@@ -45,6 +73,11 @@ class Payload:
             raise S3Error("EntityTooLarge", ProposedSize=length, MaxSizeAllowed=maximum)
         return length
 
+    def content_encoding(self) -> str | None:
+        """Content-Encoding to store: `aws-chunked` describes the transfer, not the object."""
+        value = self._request.headers.get("content-encoding")
+        return stored_content_encoding(value) if self.streaming else value
+
     async def _continue(self) -> None:
         # We answer `Expect: 100-continue` ourselves, only once the request has passed its
         # checks (aiohttp's default would invite the body before authentication).
@@ -52,9 +85,14 @@ class Payload:
             await self._request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body's bytes as they arrive. Raises IncompleteBody if the client stops short."""
-        self.consumed = True
+        """The body's bytes as they arrive. Raises IncompleteBody if the client stops short,
+        and the aws-chunked errors (bad framing or chunk signature) as they are found."""
         await self._continue()
+        if self._decoder is not None:
+            async for data in self._decoder.chunks():
+                self.received += len(data)
+                yield data
+            return
         content = self._request.content
         try:
             while True:
@@ -70,16 +108,28 @@ class Payload:
             raise S3Error("IncompleteBody")
 
     def verify(self) -> None:
-        """Once the body has been consumed (and fed to `observers`): does it match its hash?"""
-        if self._sha256 is None:
-            return
-        computed = self._sha256.hexdigest()
-        if not hmac.compare_digest(computed, self._hash.lower()):
-            raise S3Error(
-                "XAmzContentSHA256Mismatch",
-                ClientComputedContentSHA256=self._hash,
-                S3ComputedContentSHA256=computed,
-            )
+        """Once the body has been consumed (and fed to `observers`): does it match what the
+        request promised? The signed SHA-256 first (AWS reports it before any checksum)."""
+        if self._sha256 is not None:
+            computed = self._sha256.hexdigest()
+            if not hmac.compare_digest(computed, self._hash.lower()):
+                raise S3Error(
+                    "XAmzContentSHA256Mismatch",
+                    ClientComputedContentSHA256=self._hash,
+                    S3ComputedContentSHA256=computed,
+                )
+        if self.checksum is not None and self._computed is not None:
+            trailers = self._decoder.trailers if self._decoder is not None else {}
+            self.checksum_value = self.checksum.check(self._computed, trailers)
+
+    def checksum_headers(self) -> dict[str, str]:
+        """The verified checksum as response (and stored) headers."""
+        if self.checksum is None or self.checksum_value is None:
+            return {}
+        return {
+            self.checksum.algorithm.header: self.checksum_value,
+            "x-amz-checksum-type": checksums.FULL_OBJECT,
+        }
 
     async def read(self, limit: int) -> bytes:
         """The whole (small) body, verified. Over `limit` bytes is MaxMessageLengthExceeded."""

@@ -217,15 +217,15 @@ _OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, part
 
 
 def _encode_attrs(attrs: ObjectAttrs) -> str:
-    return json.dumps(
-        {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta},
-        separators=(",", ":"),
-    )
+    fields = {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta}
+    if attrs.checksums:
+        fields["checksums"] = attrs.checksums
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def _decode_attrs(text: str) -> ObjectAttrs:
     a = json.loads(text)
-    return ObjectAttrs(a["content_type"], a["headers"], a["meta"])
+    return ObjectAttrs(a["content_type"], a["headers"], a["meta"], a.get("checksums", {}))
 
 
 def encode_manifest(extents: Iterable[Extent]) -> str:

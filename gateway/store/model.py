@@ -34,6 +34,9 @@ class ObjectAttrs:
     content_type: str = "binary/octet-stream"
     headers: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
+    # Verified flexible checksums of the bytes, as the headers that return them
+    # (x-amz-checksum-crc32: ..., x-amz-checksum-type: FULL_OBJECT); sent only when asked for.
+    checksums: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

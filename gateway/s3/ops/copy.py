@@ -118,7 +118,8 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         if same and directive == "COPY" and not any(h in ctx.headers for h in _SELF_COPY_CHANGES):
             raise S3Error("InvalidRequest", _SELF_COPY)
         if directive == "REPLACE":
-            attrs = attrs_from_headers(ctx.headers)
+            # New metadata, same bytes: the checksums of the bytes stay.
+            attrs = replace(attrs_from_headers(ctx.headers), checksums=source.attrs.checksums)
         else:
             # COPY keeps user metadata and the user-controlled system metadata; the website
             # redirect is never copied (AWS); a storage class in the request applies.

@@ -41,7 +41,9 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
     blob = await stage_body(ctx, expected_md5)
     part = await ctx.store.upload_part(upload, number, blob)
-    return web.Response(headers={"ETag": digest.quote(part.etag)})
+    checksum = ctx.payload.checksum_headers()
+    checksum.pop("x-amz-checksum-type", None)
+    return web.Response(headers={"ETag": digest.quote(part.etag), **checksum})
 
 
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:

@@ -7,6 +7,7 @@ import base64
 import binascii
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -145,11 +146,17 @@ async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
 async def put_object(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     attrs = attrs_from_headers(ctx.headers)
+    encoding = ctx.payload.content_encoding()
+    headers = {k: v for k, v in attrs.headers.items() if k != "content-encoding"}
+    if encoding:
+        headers["content-encoding"] = encoding
     expected_md5 = content_md5(ctx.headers)
     ctx.payload.require_length(ctx.settings.max_object_size)
     blob = await stage_body(ctx, expected_md5)
+    checksum = ctx.payload.checksum_headers()
+    attrs = replace(attrs, headers=headers, checksums=checksum)
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs)
-    return web.Response(headers={"ETag": digest.quote(obj.etag)})
+    return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum})
 
 
 # --- GetObject / HeadObject ----------------------------------------------------------------------
@@ -188,6 +195,9 @@ async def _send_object(
         requested = parse_range(ctx.headers.get("Range"), obj.size)
     status = 200
     start, length = 0, obj.size
+    if requested is None and ctx.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
+        # A checksum describes the whole object: never sent with a part of it.
+        headers.update(obj.attrs.checksums)
     if requested is not None:
         start, length = requested
         status = 206
