@@ -19,6 +19,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
@@ -80,6 +81,7 @@ CREATE TABLE IF NOT EXISTS parts (
     etag        TEXT NOT NULL,
     mtime_ns    INTEGER NOT NULL,
     manifest    TEXT NOT NULL,
+    checksum    TEXT,
     PRIMARY KEY (upload_id, number)
 ) WITHOUT ROWID;
 
@@ -109,6 +111,9 @@ def initialise(path: Path) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"catalog {path} has schema {version}, newer than this gateway")
+        if version == 1:
+            # 2: parts keep the flexible checksum their UploadPart verified.
+            conn.execute("ALTER TABLE parts ADD COLUMN checksum TEXT")
         conn.executescript(SCHEMA)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     finally:
@@ -452,8 +457,8 @@ def put_part(
         (part.upload_id, part.number),
     ).fetchone()
     conn.execute(
-        "INSERT INTO parts (upload_id, number, size, etag, mtime_ns, manifest) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO parts (upload_id, number, size, etag, mtime_ns, manifest, checksum) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             part.upload_id,
             part.number,
@@ -461,21 +466,22 @@ def put_part(
             part.etag,
             part.mtime_ns,
             encode_manifest(part.extents),
+            part.checksum,
         ),
     )
     return release(conn, decode_manifest(old[0])) if old else []
 
 
 def _part_from_row(upload_id: str, row: Sequence[Any]) -> Part:
-    number, size, etag, mtime_ns, manifest = row
-    return Part(upload_id, number, size, etag, mtime_ns, decode_manifest(manifest))
+    number, size, etag, mtime_ns, manifest, checksum = row
+    return Part(upload_id, number, size, etag, mtime_ns, decode_manifest(manifest), checksum)
 
 
 def list_parts(
     conn: sqlite3.Connection, upload_id: str, after: int = 0, limit: int = -1
 ) -> list[Part]:
     rows = conn.execute(
-        "SELECT number, size, etag, mtime_ns, manifest FROM parts "
+        "SELECT number, size, etag, mtime_ns, manifest, checksum FROM parts "
         "WHERE upload_id = ? AND number > ? ORDER BY number LIMIT ?",
         (upload_id, after, limit),
     )
@@ -499,6 +505,7 @@ def complete_upload(
     chosen: Sequence[tuple[int, str]],
     etag_of: Callable[[Sequence[str]], str],
     mtime_ns: int,
+    checksums_of: Callable[[Sequence[Part]], dict[str, str]] = lambda parts: {},
 ) -> tuple[ObjectInfo, list[str]]:
     """Make the object from the chosen (part number, ETag) pairs, in ascending order.
 
@@ -527,7 +534,7 @@ def complete_upload(
         size=size,
         etag=etag_of([p.etag for p in picked]),
         mtime_ns=mtime_ns,
-        attrs=upload.attrs,
+        attrs=replace(upload.attrs, checksums=checksums_of(picked)),
         extents=tuple(e for p in picked for e in p.extents),
         parts=tuple(p.size for p in picked),
         upload_id=upload.id,

@@ -77,6 +77,7 @@ class Part:
     etag: str  # MD5 hex of the part's bytes
     mtime_ns: int
     extents: tuple[Extent, ...]
+    checksum: str | None = None  # the flexible checksum UploadPart verified (its algorithm's)
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,9 @@ class Store:
     def get_upload(self, upload_id: str, bucket: str, key: str) -> Upload:
         return catalog.get_upload(self._reader, upload_id, bucket, key)
 
-    async def upload_part(self, upload: Upload, number: int, blob: StagedBlob) -> Part:
+    async def upload_part(
+        self, upload: Upload, number: int, blob: StagedBlob, checksum: str | None = None
+    ) -> Part:
         part = Part(
             upload.id,
             number,
@@ -269,6 +271,7 @@ class Store:
             blob.md5.hex(),
             0,
             (Extent(blob.id, 0, blob.size),) if blob.size else (),
+            checksum,
         )
 
         def commit(conn: sqlite3.Connection) -> tuple[Part, list[str]]:
@@ -311,7 +314,12 @@ class Store:
         return catalog.list_parts(self._reader, upload_id, after, limit)
 
     async def complete_upload(
-        self, upload_id: str, bucket: str, key: str, chosen: Sequence[tuple[int, str]]
+        self,
+        upload_id: str,
+        bucket: str,
+        key: str,
+        chosen: Sequence[tuple[int, str]],
+        checksums_of: Callable[[Upload, Sequence[Part]], dict[str, str]],
     ) -> ObjectInfo:
         """Finish an upload. A retried Complete of an upload that made the current object is
         answered with that object, as AWS does."""
@@ -325,7 +333,12 @@ class Store:
                     return done, []
                 raise
             return catalog.complete_upload(
-                conn, upload, chosen, digest.multipart_etag_of_hex, time.time_ns()
+                conn,
+                upload,
+                chosen,
+                digest.multipart_etag_of_hex,
+                time.time_ns(),
+                lambda parts: checksums_of(upload, parts),
             )
 
         return await self.writer.run(commit)

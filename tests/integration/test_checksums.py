@@ -104,3 +104,69 @@ def test_aws_cli_put_object_with_crc32c(gateway, s3, bucket, tmp_path):
     assert "ChecksumCRC32C" in out
     head = s3.head_object(Bucket=bucket, Key="cli", ChecksumMode="ENABLED")
     assert head["ChecksumCRC32C"] in out
+
+
+MIB = 2**20
+
+
+def _multipart(s3, bucket, key, parts, algorithm, kind=None):
+    extra = {"ChecksumType": kind} if kind else {}
+    upload = s3.create_multipart_upload(
+        Bucket=bucket, Key=key, ChecksumAlgorithm=algorithm, **extra
+    )
+    assert upload["ChecksumAlgorithm"] == algorithm
+    done = []
+    for number, data in enumerate(parts, 1):
+        part = s3.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=number,
+            Body=data, ChecksumAlgorithm=algorithm,
+        )  # fmt: skip
+        done.append(
+            {"PartNumber": number, "ETag": part["ETag"],
+             f"Checksum{algorithm}": part[f"Checksum{algorithm}"]}
+        )  # fmt: skip
+    listed = s3.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"])["Parts"]
+    assert [p[f"Checksum{algorithm}"] for p in listed] == [d[f"Checksum{algorithm}"] for d in done]
+    return s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload["UploadId"], MultipartUpload={"Parts": done}
+    )
+
+
+def test_multipart_composite_checksum(s3, bucket):
+    parts = [os.urandom(5 * MIB), os.urandom(1000)]
+    result = _multipart(s3, bucket, "composite", parts, "CRC32")
+    binary = b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)
+    expected = f"{crc32(binary)}-2"
+    assert result["ChecksumCRC32"] == expected and result["ChecksumType"] == "COMPOSITE"
+    head = s3.head_object(Bucket=bucket, Key="composite", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == expected
+    got = s3.get_object(Bucket=bucket, Key="composite", ChecksumMode="ENABLED")
+    assert got["Body"].read() == b"".join(parts)
+
+
+def test_multipart_full_object_checksum(s3, bucket):
+    from awscrt import checksums as crt
+
+    parts = [os.urandom(5 * MIB), os.urandom(3 * MIB)]
+    result = _multipart(s3, bucket, "full", parts, "CRC32C", "FULL_OBJECT")
+    whole = crt.crc32c(b"".join(parts)).to_bytes(4, "big")
+    assert result["ChecksumCRC32C"] == base64.b64encode(whole).decode()
+    assert result["ChecksumType"] == "FULL_OBJECT"
+    got = s3.get_object(Bucket=bucket, Key="full", ChecksumMode="ENABLED")
+    assert got["ChecksumCRC32C"] == result["ChecksumCRC32C"]
+    assert got["Body"].read() == b"".join(parts)  # botocore validated the whole-object CRC
+
+
+def test_multipart_checksum_errors(s3, bucket):
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="k", ChecksumAlgorithm="CRC32")
+    with pytest.raises(ClientError) as exc:
+        s3.upload_part(
+            Bucket=bucket, Key="k", UploadId=upload["UploadId"], PartNumber=1, Body=b"x",
+            ChecksumAlgorithm="SHA256",
+        )  # fmt: skip
+    assert exc.value.response["Error"]["Code"] == "InvalidRequest"
+    with pytest.raises(ClientError) as exc:
+        s3.create_multipart_upload(
+            Bucket=bucket, Key="k", ChecksumAlgorithm="SHA256", ChecksumType="FULL_OBJECT"
+        )
+    assert exc.value.response["Error"]["Code"] == "InvalidRequest"

@@ -18,7 +18,14 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from tests.datadir import inspect
 from tests.server import GatewayProcess
@@ -62,6 +69,14 @@ class GatewayModel(RuleBasedStateMachine):
         self.uploads: dict[str, tuple[str, dict[int, tuple[bytes, str]]]] = {}
 
     uploads_bundle = Bundle("uploads")
+
+    @initialize()
+    def start_with_each_kind(self) -> None:
+        """Every sequence starts from objects of each origin (put, copy of a put, a multipart
+        copy of a copy), so the random steps that follow meet all of them."""
+        self.put("a", 300_000)
+        self.copy("a", "b")
+        self.multipart_object("dir/c", 1, 0, "b")
 
     @rule(key=KEYS, size=SIZES)
     def put(self, key: str, size: int) -> None:

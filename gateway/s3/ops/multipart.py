@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from aiohttp import web
 
 from ... import digest
-from .. import xml
+from ...store import Part, Upload
+from .. import checksums, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .listing import encoder, max_count
@@ -21,15 +24,51 @@ def _xml(root: str, nodes: list[xml.Node]) -> web.Response:
     return web.Response(body=xml.render(root, nodes), content_type="application/xml")
 
 
+def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
+    """x-amz-checksum-algorithm / -type of CreateMultipartUpload: how the object's checksum
+    will be made from the parts' (kept with the upload until Complete)."""
+    name = headers.get("x-amz-checksum-algorithm")
+    kind = headers.get("x-amz-checksum-type")
+    if name is None:
+        if kind is not None:
+            raise S3Error(
+                "InvalidRequest",
+                "The x-amz-checksum-type header can only be used with the "
+                "x-amz-checksum-algorithm header.",
+            )
+        return {}
+    algorithm = checksums.algorithm(name)
+    if algorithm is None:
+        raise S3Error(
+            "InvalidRequest",
+            "Checksum algorithm provided is unsupported. Please try again with any of the valid "
+            "types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]",
+        )
+    return {"algorithm": algorithm.name, "type": checksums.multipart_type(algorithm, kind)}
+
+
 async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
-    upload = await ctx.store.create_upload(
-        ctx.bucket, key, ctx.user.canonical_id, attrs_from_headers(ctx.headers)
-    )
-    return _xml(
+    spec = _upload_checksum(ctx.headers)
+    attrs = replace(attrs_from_headers(ctx.headers), checksums=spec)
+    upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs)
+    headers = {}
+    if spec:
+        headers = {
+            "x-amz-checksum-algorithm": spec["algorithm"],
+            "x-amz-checksum-type": spec["type"],
+        }
+    response = _xml(
         "InitiateMultipartUploadResult",
         [("Bucket", ctx.bucket), ("Key", key), ("UploadId", upload.id)],
     )
+    response.headers.update(headers)
+    return response
+
+
+def _algorithm(upload: Upload) -> checksums.Algorithm | None:
+    name = upload.attrs.checksums.get("algorithm")
+    return checksums.algorithm(name) if name else None
 
 
 async def upload_part(ctx: Context) -> web.StreamResponse:
@@ -39,8 +78,18 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     ctx.payload.require_length(MAX_PART_SIZE)
     # Before the body is invited: an unknown upload costs the client nothing.
     upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    expected = _algorithm(upload)
+    sent = ctx.payload.checksum
+    if expected is not None and sent is not None and sent.algorithm is not expected:
+        raise S3Error(
+            "InvalidRequest",
+            f"Checksum Type mismatch occurred, expected checksum Type: "
+            f"{expected.name.lower()}, actual checksum Type: {sent.algorithm.name.lower()}",
+        )
     blob = await stage_body(ctx, expected_md5)
-    part = await ctx.store.upload_part(upload, number, blob)
+    part = await ctx.store.upload_part(
+        upload, number, blob, ctx.payload.checksum_value if expected is not None else None
+    )
     checksum = ctx.payload.checksum_headers()
     checksum.pop("x-amz-checksum-type", None)
     return web.Response(headers={"ETag": digest.quote(part.etag), **checksum})
@@ -53,16 +102,45 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
     chosen: list[tuple[int, str]] = []
+    sent: dict[int, dict[str, str]] = {}  # part number -> ChecksumCRC32 etc., as sent
     for el in root.findall("Part"):
         number, etag = xml.child_text(el, "PartNumber"), xml.child_text(el, "ETag")
         if number is None or etag is None or not number.strip().isdigit():
             raise S3Error("MalformedXML")
         chosen.append((int(number), digest.unquote(etag)))
+        sent[int(number)] = {c.tag: c.text or "" for c in el if c.tag.startswith("Checksum")}
     if not chosen:
         raise S3Error("MalformedXML")
     if any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
         raise S3Error("InvalidPartOrder", UploadId=upload_id)
-    obj = await ctx.store.complete_upload(upload_id, ctx.bucket, key, chosen)
+
+    def object_checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
+        """The object's checksum from its parts' (COMPOSITE or FULL_OBJECT, as the upload
+        asked); every part must have had one, matching what Complete names."""
+        algorithm = _algorithm(upload)
+        if algorithm is None:
+            return {}
+        field = f"Checksum{algorithm.name}"
+        for part in parts:
+            named = sent.get(part.number, {}).get(field)
+            if part.checksum is None:
+                raise S3Error(
+                    "InvalidRequest",
+                    f"The upload was created using a {algorithm.name.lower()} checksum. The "
+                    "complete request must include the checksum for each part. It was missing "
+                    f"for part {part.number} in the request.",
+                )
+            if named is not None and named != part.checksum:
+                raise S3Error("InvalidPart", UploadId=upload.id, PartNumber=part.number)
+        pairs = [(p.checksum, p.size) for p in parts if p.checksum is not None]
+        kind = upload.attrs.checksums["type"]
+        if kind == checksums.COMPOSITE:
+            value = checksums.composite(algorithm, [v for v, _ in pairs])
+        else:
+            value = checksums.full_object(algorithm, pairs)
+        return {algorithm.header: value, "x-amz-checksum-type": kind}
+
+    obj = await ctx.store.complete_upload(upload_id, ctx.bucket, key, chosen, object_checksum)
     location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
     return _xml(
         "CompleteMultipartUploadResult",
@@ -71,8 +149,22 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             ("Bucket", ctx.bucket),
             ("Key", key),
             ("ETag", digest.quote(obj.etag)),
+            *checksum_nodes(obj.attrs.checksums),
         ],
     )
+
+
+def checksum_nodes(headers: Mapping[str, str]) -> list[xml.Node]:
+    """Stored checksum headers as the ChecksumCRC32 / ChecksumType elements of a result."""
+    nodes: list[xml.Node] = []
+    for name, value in headers.items():
+        if name == "x-amz-checksum-type":
+            nodes.append(("ChecksumType", value))
+        else:
+            algorithm = checksums.by_header(name)
+            if algorithm is not None:
+                nodes.append((f"Checksum{algorithm.name}", value))
+    return nodes
 
 
 async def abort_multipart_upload(ctx: Context) -> web.StreamResponse:
@@ -96,6 +188,8 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
     truncated = len(parts) > limit
     parts = parts[:limit]
     owner = ctx.owner(upload.owner)
+    algorithm = _algorithm(upload)
+    field = f"Checksum{algorithm.name}" if algorithm is not None else ""
     return _xml(
         "ListPartsResult",
         [
@@ -117,6 +211,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
                         ("LastModified", xml.iso8601(p.mtime_ns)),
                         ("ETag", digest.quote(p.etag)),
                         ("Size", p.size),
+                        (field, p.checksum if field else None),
                     ],
                 )
                 for p in parts
