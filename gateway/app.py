@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
-from . import digest
+from . import digest, metrics
 from .config import Settings, load_users
 from .s3.handler import S3Handler, on_response_prepare
 from .store import Store
@@ -36,7 +38,16 @@ def build_app(settings: Settings) -> web.Application:
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
     app[CREDENTIALS] = (next(iter(users.values())), credentials_path)
+    # Health and metrics answer unsigned requests; a signed request to the same path is S3's
+    # (a bucket may be called "health" or "metrics").
+    for path, endpoint in (
+        ("/health/live", _live),
+        ("/health/ready", _ready),
+        ("/metrics", _metrics),
+    ):
+        app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
+    metrics.STORED.source = store.totals
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -44,6 +55,35 @@ def build_app(settings: Settings) -> web.Application:
 
     app.on_cleanup.append(close_store)
     return app
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _unless_signed(endpoint: Handler, s3: Handler) -> Handler:
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        signed = "authorization" in request.headers or any(
+            name in request.query for name in ("X-Amz-Credential", "AWSAccessKeyId")
+        )
+        return await (s3 if signed else endpoint)(request)
+
+    return dispatch
+
+
+async def _live(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"status": "live"})
+
+
+async def _ready(request: web.Request) -> web.StreamResponse:
+    store = request.app[STORE]
+    ok = await asyncio.get_running_loop().run_in_executor(store.pool, store.writable)
+    return web.json_response({"status": "ready" if ok else "not ready"}, status=200 if ok else 503)
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    store = request.app[STORE]
+    body = await asyncio.get_running_loop().run_in_executor(store.pool, metrics.render)
+    return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
 def describe(settings: Settings, app: web.Application, url: str) -> list[str]:

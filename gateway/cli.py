@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import shlex
 import signal
 import ssl
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import bench, config, tls
+from . import bench, config, logs, tls
 from .app import build_app, describe
 
 
@@ -103,11 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "bench":
         raise SystemExit(args.run(args))
     settings = config.settings_from(args)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(settings.log_level, settings.log_format)
     if args.command == "serve":
         _serve(settings)
     else:

@@ -38,6 +38,7 @@ class Settings:
     inline_max: int = 64 * 1024
     md5_backend: str = "hashlib"
     log_level: str = "info"
+    log_format: str = "text"
     max_object_size: int = MAX_OBJECT_SIZE
 
 
@@ -55,6 +56,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),
+    ("log-format", str, "text", "text, or json: one JSON object per line"),
 ]
 
 
@@ -112,6 +114,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         inline_max=args.inline_max,
         md5_backend=args.md5_backend,
         log_level=args.log_level,
+        log_format=args.log_format,
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from .. import metrics
 from ..config import Settings
 from ..store import Store, StoreError
 from .auth import Authenticator, SignedRequest, User
@@ -21,7 +22,7 @@ from .context import RESPONSE_STARTED, Context
 from .errors import S3Error
 from .ops import acl, buckets, copy, listing, multipart, objects
 from .payload import Payload
-from .router import bucket_from_host, route
+from .router import Route, bucket_from_host, route
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("gateway.access")
@@ -41,6 +42,9 @@ _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload
 
 REQUEST_ID = web.RequestKey("request_id", str)
 OPERATION = web.RequestKey("operation", str)
+TARGET = web.RequestKey("target", Route)
+USER = web.RequestKey("user", str)
+RECEIVED = web.RequestKey("received", int)
 
 
 class S3Handler:
@@ -74,23 +78,51 @@ class S3Handler:
                 raise
             log.exception("request %s failed", request_id)
             response = self._error(request, S3Error("InternalError"), request_id)
+        self._account(request, response, time.perf_counter() - started)
+        return response
+
+    def _account(self, request: web.Request, response: web.StreamResponse, seconds: float) -> None:
+        """Metrics and the access log line of a request."""
+        operation = request.get(OPERATION, "Unknown")
+        sent = (
+            response.body_length
+            if response.prepared
+            else len(getattr(response, "body", b"") or b"")
+        )
+        received = request.get(RECEIVED, 0)
+        metrics.REQUESTS.labels(operation, str(response.status)).inc()
+        metrics.LATENCY.labels(operation).observe(seconds)
+        metrics.BYTES_IN.inc(received)
+        metrics.BYTES_OUT.inc(sent)
         if access_log.isEnabledFor(logging.INFO):
+            target = request.get(TARGET)
             access_log.info(
                 "%s %s %s %s %d %.1fms",
-                request_id,
-                request.get(OPERATION, "-"),
+                request[REQUEST_ID],
+                operation,
                 request.method,
                 request.raw_path,
                 response.status,
-                (time.perf_counter() - started) * 1000,
+                seconds * 1000,
+                extra={
+                    "request_id": request[REQUEST_ID],
+                    "user": request.get(USER),
+                    "operation": operation,
+                    "bucket": target.bucket if target else None,
+                    "key": target.key if target else None,
+                    "status": response.status,
+                    "bytes_in": received,
+                    "bytes_out": sent,
+                    "ms": round(seconds * 1000, 2),
+                },
             )
-        return response
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw_path, _, query_string = request.raw_path.partition("?")
         domain = self.settings.domain
         target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
+        request[TARGET] = target
         auth = self.auth.authenticate(
             SignedRequest(
                 request.method,
@@ -100,6 +132,7 @@ class S3Handler:
                 bucket_from_host(request.headers.get("host", ""), domain),
             )
         )
+        request[USER] = auth.user.display_name
         operation = OPERATIONS.get(target.operation)
         if operation is None:
             raise S3Error(
@@ -113,16 +146,20 @@ class S3Handler:
                 raise S3Error("AccessDenied")
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
+        payload = Payload(request, auth)
         ctx = Context(
             request=request,
             route=target,
             user=auth.user,
             store=self.store,
             settings=self.settings,
-            payload=Payload(request, auth),
+            payload=payload,
             users_by_id=self.users_by_id,
         )
-        return await operation(ctx)
+        try:
+            return await operation(ctx)
+        finally:
+            request[RECEIVED] = payload.received
 
     def _error(self, request: web.Request, exc: S3Error, request_id: str) -> web.Response:
         if request.method == "HEAD":

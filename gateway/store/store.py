@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import digest
+from .. import digest, metrics
 from . import catalog, errors
 from .blobs import BlobFiles, FolderLock, new_blob_id
 from .model import (
@@ -103,6 +103,30 @@ class Store:
             orphans += len(stale)
         return tmp, orphans
 
+    def totals(self) -> tuple[int, int]:
+        """(objects, bytes) stored; blocking, from any thread (a connection of its own)."""
+        conn = catalog.connect(self.catalog_path)
+        try:
+            count, size = conn.execute("SELECT count(*), total(size) FROM objects").fetchone()
+        finally:
+            conn.close()
+        return count, int(size)
+
+    def writable(self) -> bool:
+        """Can the catalog and the data folder take writes? (readiness)"""
+        try:
+            conn = catalog.connect(self.catalog_path)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+            finally:
+                conn.close()
+            fd, path = self.files.create_tmp()
+            self.files.discard_tmp(fd, path)
+        except (OSError, sqlite3.Error):
+            return False
+        return True
+
     # --- buckets -------------------------------------------------------------------------------
 
     def get_bucket(self, name: str) -> Bucket | None:
@@ -150,10 +174,12 @@ class Store:
                 data = bytes(buf)
                 for h in hashers:
                     h.update(data)
+                metrics.MD5_BYTES.inc(len(data))
                 return StagedBlob(new_blob_id(), len(data), md5.digest(), data)
             if sink is None:
                 sink = _BlobSink(self, hashers)
             size = await sink.finish(bytes(buf))
+            metrics.MD5_BYTES.inc(size)
             return StagedBlob(sink.blob_id, size, md5.digest())
         except BaseException:
             if sink is not None:
@@ -241,11 +267,13 @@ class Store:
             reader.close()
             raise errors.SourceChanged() from exc
         try:
-            return await asyncio.get_running_loop().run_in_executor(
+            value = await asyncio.get_running_loop().run_in_executor(
                 self.pool, reader.md5, start, length
             )
         finally:
             reader.close()
+        metrics.MD5_BYTES.inc(length)
+        return value
 
     # --- multipart uploads ---------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from ... import digest
+from ... import digest, metrics
 from ...store import ObjectInfo
 from ...store.errors import SourceChanged
 from .. import conditions, xml
@@ -87,11 +87,12 @@ def _source(ctx: Context, ref: CopySource) -> ObjectInfo:
 
 async def _whole_md5(ctx: Context, source: ObjectInfo) -> tuple[str, str | None]:
     """(MD5 of the source's bytes, the MD5 if it had to be computed, to remember)."""
-    if digest.is_plain(source.etag):
-        return source.etag, None
-    if source.content_md5:
-        return source.content_md5, None
+    known = source.etag if digest.is_plain(source.etag) else source.content_md5
+    if known:
+        metrics.COPY_ETAGS.labels("reused").inc()
+        return known, None
     computed = (await ctx.store.content_md5(source)).hex()
+    metrics.COPY_ETAGS.labels("computed").inc()
     return computed, computed
 
 
