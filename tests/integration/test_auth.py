@@ -131,3 +131,41 @@ def test_aws_cli_presign(gateway, s3, bucket, config):
     assert ("X-Amz-Signature=" in url) == bool(config)
     with urllib.request.urlopen(url) as resp:
         assert resp.read() == b"presigned by aws-cli"
+
+
+def test_presigned_head_delete_and_upload_part(gateway, bucket):
+    import urllib.request
+
+    s3 = gateway.client(signature_version="s3v4")
+    s3.put_object(Bucket=bucket, Key="p", Body=b"12345")
+
+    def call(method: str, operation: str, data: bytes | None = None, **params) -> int:
+        url = s3.generate_presigned_url(
+            operation, Params={"Bucket": bucket, **params}, ExpiresIn=60
+        )
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method)) as r:
+            return r.status
+
+    assert call("HEAD", "head_object", Key="p") == 200
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
+    assert call("PUT", "upload_part", b"part", Key="mp", UploadId=upload, PartNumber=1) == 200
+    assert [
+        p["Size"] for p in s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload)["Parts"]
+    ] == [4]
+    assert call("DELETE", "delete_object", Key="p") == 204
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="p")["KeyCount"] == 0
+
+
+def test_no_version_ids_without_versioning(s3, bucket):
+    # rclone follows an x-amz-version-id with ?versionId= requests: never send one.
+    responses = [
+        s3.put_object(Bucket=bucket, Key="k", Body=b"x"),
+        s3.get_object(Bucket=bucket, Key="k"),
+        s3.head_object(Bucket=bucket, Key="k"),
+        s3.copy_object(Bucket=bucket, Key="c", CopySource=f"{bucket}/k"),
+        s3.delete_object(Bucket=bucket, Key="c"),
+    ]
+    for response in responses:
+        headers = response["ResponseMetadata"]["HTTPHeaders"]
+        assert "x-amz-version-id" not in headers
+        assert "x-amz-copy-source-version-id" not in headers
