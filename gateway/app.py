@@ -17,7 +17,6 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 STORE = web.AppKey("store", Store)
-CREDENTIALS = web.AppKey("credentials", tuple)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -25,19 +24,32 @@ async def _ignore_expect(request: web.Request) -> None:
     checks (Payload), any other value ignored as S3 does (aiohttp would answer 417)."""
 
 
-def build_app(settings: Settings) -> web.Application:
-    log.info("%s", digest.configure(settings.md5_backend))
+def sweep(settings: Settings) -> None:
+    """What a crash left behind goes before anything is served (the folder held alone)."""
     settings.data.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.data, inline_max=settings.inline_max)
-    tmp, orphans = store.start()
+    store = Store(settings.data)
+    try:
+        tmp, orphans = store.sweep()
+    finally:
+        store.close()
     if tmp or orphans:
         log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
-    users, credentials_path = load_users(settings)
+
+
+def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
+    """The application of one process. A `worker` shares a folder its parent swept."""
+    log.info("%s", digest.configure(settings.md5_backend))
+    settings.data.mkdir(parents=True, exist_ok=True)
+    store = Store(settings.data, inline_max=settings.inline_max, shared=worker)
+    if not worker:
+        tmp, orphans = store.start()
+        if tmp or orphans:
+            log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
+    users, _ = load_users(settings)
     handler = S3Handler(store, settings, users)
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
-    app[CREDENTIALS] = (next(iter(users.values())), credentials_path)
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").
     for path, endpoint in (
@@ -86,8 +98,9 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
-def describe(settings: Settings, app: web.Application, url: str) -> list[str]:
-    user, path = app[CREDENTIALS]
+def describe(settings: Settings, url: str) -> list[str]:
+    users, path = load_users(settings)
+    user = next(iter(users.values()))
     source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
     if settings.users is not None and settings.access_key:
         source = f"{settings.users} and S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
@@ -98,5 +111,6 @@ def describe(settings: Settings, app: web.Application, url: str) -> list[str]:
         f"access key: {user.access_key}",
         f"secret key: {user.secret_key}",
         f"region: {settings.region}",
+        f"workers: {settings.workers}",
         f"s3gw listening on {url}",
     ]

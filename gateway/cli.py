@@ -3,60 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
-import signal
-import ssl
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
-from . import bench, config, logs, tls
-from .app import build_app, describe
-
-
-def _serve(settings: config.Settings) -> None:
-    asyncio.run(_run(settings))
-
-
-async def _run(settings: config.Settings) -> None:
-    app = build_app(settings)
-    context, cert = _tls(settings)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(
-        runner, settings.host, settings.port, reuse_address=True, ssl_context=context
-    )
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    scheme = "https" if context else "http"
-    url = f"{scheme}://{host}:{port}" if ":" not in host else f"{scheme}://[{host}]:{port}"
-    if cert is not None:
-        print(f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})", file=sys.stderr)
-    # The banner is for the person (or test) that started us: printed whatever the log level.
-    for line in describe(settings, app, url):
-        print(line, file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
-
-
-def _tls(settings: config.Settings) -> tuple[ssl.SSLContext | None, Path | None]:
-    if settings.tls_self_signed:
-        cert, key = tls.self_signed(settings.data)
-    elif settings.tls_cert and settings.tls_key:
-        cert, key = settings.tls_cert, settings.tls_key
-    elif settings.tls_cert or settings.tls_key:
-        raise SystemExit("--tls-cert and --tls-key go together")
-    else:
-        return None, None
-    return tls.server_context(cert, key), cert
+from . import bench, config, logs, server
 
 
 def _credentials(settings: config.Settings) -> None:
@@ -104,6 +55,6 @@ def main(argv: list[str] | None = None) -> None:
     settings = config.settings_from(args)
     logs.configure(settings.log_level, settings.log_format)
     if args.command == "serve":
-        _serve(settings)
+        server.serve(settings)
     else:
         _credentials(settings)

@@ -36,6 +36,7 @@ class Settings:
     tls_key: Path | None = None
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
+    workers: int = 1
     md5_backend: str = "hashlib"
     log_level: str = "info"
     log_format: str = "text"
@@ -53,6 +54,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
     ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
+    ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),
@@ -112,6 +114,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         tls_key=Path(args.tls_key) if args.tls_key else None,
         tls_self_signed=args.tls_self_signed,
         inline_max=args.inline_max,
+        workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
         md5_backend=args.md5_backend,
         log_level=args.log_level,
         log_format=args.log_format,

@@ -11,6 +11,7 @@ import fcntl
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -125,13 +126,20 @@ class FolderLock:
     def __init__(self, root: Path) -> None:
         self.fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
 
-    def exclusive(self, what: str) -> None:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise FolderInUse(
-                f"{what}: the data folder is in use by a running gateway; stop it first"
-            ) from None
+    def exclusive(self, what: str, wait: float = 5.0) -> None:
+        """Take the folder alone; processes of a gateway that just stopped get `wait` seconds
+        to go away."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise FolderInUse(
+                        f"{what}: the data folder is in use by a running gateway; stop it first"
+                    ) from None
+                time.sleep(0.05)
 
     def shared(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_SH)

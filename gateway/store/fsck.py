@@ -72,7 +72,7 @@ def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
     if not (root / "catalog.sqlite3").exists():
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
-    lock.exclusive("fsck")
+    lock.exclusive("fsck", wait=0)
     files = BlobFiles(root)
     conn = catalog.connect(root / "catalog.sqlite3")
     report = Report()

@@ -51,12 +51,25 @@ EAGER_OPEN = 256
 
 
 class Store:
-    def __init__(self, root: Path, *, inline_max: int = 64 * 1024, io_threads: int = 16) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        inline_max: int = 64 * 1024,
+        io_threads: int = 16,
+        shared: bool = False,
+    ) -> None:
+        """Open a data folder. `shared`: one of several worker processes of one gateway, whose
+        parent swept the folder and holds it; otherwise this store holds it alone until
+        `start()` has swept it."""
         self.root = root
         self.inline_max = inline_max
         root.mkdir(parents=True, exist_ok=True)
         self.lock = FolderLock(root)
-        self.lock.exclusive("cannot start")
+        if shared:
+            self.lock.shared()
+        else:
+            self.lock.exclusive("cannot start")
         self.files = BlobFiles(root)
         self.catalog_path = root / "catalog.sqlite3"
         catalog.initialise(self.catalog_path)
