@@ -15,6 +15,7 @@ import datetime as dt
 import functools
 import hashlib
 import hmac
+import itertools
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -313,7 +314,7 @@ class Authenticator:
         amz_date = _joined(headers, "x-amz-date")
         date = amz_date if amz_date is not None else _joined(headers, "date")
         when = _parse_http_date(date) if date else None
-        if when is None:
+        if when is None or when.timestamp() < 0:
             raise S3Error(
                 "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
             )
@@ -371,10 +372,15 @@ class Authenticator:
         date_lines: list[str],
     ) -> AuthResult:
         first = ""
-        for date_line in date_lines:
-            resource = request.raw_path
-            if request.host_bucket is not None:
-                resource = f"/{request.host_bucket}{request.raw_path}"
+        resource = request.raw_path
+        if request.host_bucket is not None:
+            resource = f"/{request.host_bucket}{request.raw_path}"
+        resources = [resource]
+        if resource.count("/") == 1 and resource != "/":
+            # A bucket's resource is "/bucket/" (botocore signs it so) though the path may
+            # be "/bucket".
+            resources.append(resource + "/")
+        for date_line, resource in itertools.product(date_lines, resources):
             text = sigv2.string_to_sign(request.method, resource, params, headers, date_line)
             first = first or text
             if hmac.compare_digest(

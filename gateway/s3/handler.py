@@ -39,6 +39,28 @@ OPERATIONS: dict[str, Operation] = {
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
+# Headers asking for what this gateway does not do: refused, never silently ignored (a client
+# that asked for a customer key or object lock must not believe it got one).
+_UNSUPPORTED_HEADERS = (
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-copy-source-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-tagging",
+    "x-amz-object-lock-mode",
+    "x-amz-object-lock-retain-until-date",
+    "x-amz-object-lock-legal-hold",
+)
+
+
+def refuse_unsupported(headers: Mapping[str, str]) -> None:
+    for name in _UNSUPPORTED_HEADERS:
+        if name in headers:
+            raise S3Error("NotImplemented", f"{name} is not supported by this gateway")
+    # SSE-S3 (AES256) is what AWS applies to every object anyway; KMS is not available here.
+    sse = headers.get("x-amz-server-side-encryption")
+    if sse is not None and sse != "AES256":
+        raise S3Error("NotImplemented", f"server-side encryption {sse!r} is not supported")
+
 
 REQUEST_ID = web.RequestKey("request_id", str)
 OPERATION = web.RequestKey("operation", str)
@@ -146,6 +168,7 @@ class S3Handler:
                 raise S3Error("AccessDenied")
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
+        refuse_unsupported(request.headers)
         payload = Payload(request, auth)
         ctx = Context(
             request=request,

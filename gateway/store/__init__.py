@@ -12,6 +12,7 @@ from .model import (
     StagedBlob,
     Upload,
     UploadsPage,
+    WriteCondition,
 )
 from .store import ObjectReader, Store
 
@@ -29,4 +30,5 @@ __all__ = [
     "StoreError",
     "Upload",
     "UploadsPage",
+    "WriteCondition",
 ]

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import digest
 from . import errors
 from .model import (
     Bucket,
@@ -35,6 +36,7 @@ from .model import (
     StagedBlob,
     Upload,
     UploadsPage,
+    WriteCondition,
 )
 
 log = logging.getLogger(__name__)
@@ -294,6 +296,21 @@ def put_object(
     return dropped
 
 
+def check_write(
+    conn: sqlite3.Connection, bucket: str, key: str, condition: WriteCondition | None
+) -> None:
+    if condition is None:
+        return
+    current = get_object(conn, bucket, key)
+    if condition.if_none_match and current is not None:
+        raise errors.PreconditionFailed(Condition="If-None-Match")
+    if condition.if_match is not None:
+        if current is None:
+            raise errors.NoSuchKey(Key=key)
+        if not digest.matches(condition.if_match, current.etag):
+            raise errors.PreconditionFailed(Condition="If-Match")
+
+
 def remember_content_md5(conn: sqlite3.Connection, obj: ObjectInfo, md5: str) -> None:
     """Record the MD5 of a multipart object's bytes once computed, so the next copy of it
     reads nothing. Only if the row is still the version that was hashed."""
@@ -506,6 +523,7 @@ def complete_upload(
     etag_of: Callable[[Sequence[str]], str],
     mtime_ns: int,
     checksums_of: Callable[[Sequence[Part]], dict[str, str]] = lambda parts: {},
+    condition: WriteCondition | None = None,
 ) -> tuple[ObjectInfo, list[str]]:
     """Make the object from the chosen (part number, ETag) pairs, in ascending order.
 
@@ -513,6 +531,7 @@ def complete_upload(
     must exist with that ETag (InvalidPart) and all but the last be at least 5 MiB
     (EntityTooSmall). Parts not chosen are released with the upload.
     """
+    check_write(conn, upload.bucket, upload.key, condition)
     parts = {p.number: p for p in list_parts(conn, upload.id)}
     picked: list[Part] = []
     for number, etag in chosen:

@@ -54,3 +54,7 @@ class EntityTooSmall(StoreError):
 
 class EntityTooLarge(StoreError):
     code = "EntityTooLarge"
+
+
+class PreconditionFailed(StoreError):
+    code = "PreconditionFailed"

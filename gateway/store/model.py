@@ -131,3 +131,12 @@ class StagedBlob:
     size: int
     md5: bytes
     data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class WriteCondition:
+    """A conditional write (PutObject, CompleteMultipartUpload): checked in the transaction
+    that makes the write, so two racing writers cannot both pass."""
+
+    if_match: str | None = None  # the current object's ETag must match this (`*`: exist)
+    if_none_match: bool = False  # no object may exist (If-None-Match: *)

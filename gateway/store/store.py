@@ -35,6 +35,7 @@ from .model import (
     StagedBlob,
     Upload,
     UploadsPage,
+    WriteCondition,
     slice_extents,
 )
 
@@ -207,7 +208,12 @@ class Store:
             )
 
     async def put_object(
-        self, bucket: str, key: str, blob: StagedBlob, attrs: ObjectAttrs
+        self,
+        bucket: str,
+        key: str,
+        blob: StagedBlob,
+        attrs: ObjectAttrs,
+        condition: WriteCondition | None = None,
     ) -> ObjectInfo:
         """Commit a staged blob as the object `bucket/key`, replacing any previous one."""
         etag = blob.md5.hex()
@@ -226,10 +232,15 @@ class Store:
         def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
             # The timestamp is taken inside the transaction so that commit order and
             # Last-Modified order agree.
+            catalog.check_write(conn, bucket, key, condition)
             final = replace(obj, mtime_ns=time.time_ns())
             return final, catalog.put_object(conn, final, [blob] if blob.size else [])
 
         return await self.writer.run(commit, staged)
+
+    def check_write(self, bucket: str, key: str, condition: WriteCondition) -> None:
+        """An early look at a write condition (it is checked again when the write commits)."""
+        catalog.check_write(self._reader, bucket, key, condition)
 
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
         await self.writer.run(lambda c: (None, catalog.delete_objects(c, bucket, keys)))
@@ -361,6 +372,7 @@ class Store:
         key: str,
         chosen: Sequence[tuple[int, str]],
         checksums_of: Callable[[Upload, Sequence[Part]], dict[str, str]],
+        condition: WriteCondition | None = None,
     ) -> ObjectInfo:
         """Finish an upload. A retried Complete of an upload that made the current object is
         answered with that object, as AWS does."""
@@ -380,6 +392,7 @@ class Store:
                 digest.multipart_etag_of_hex,
                 time.time_ns(),
                 lambda parts: checksums_of(upload, parts),
+                condition,
             )
 
         return await self.writer.run(commit)

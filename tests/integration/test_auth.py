@@ -169,3 +169,11 @@ def test_no_version_ids_without_versioning(s3, bucket):
         headers = response["ResponseMetadata"]["HTTPHeaders"]
         assert "x-amz-version-id" not in headers
         assert "x-amz-copy-source-version-id" not in headers
+
+
+def test_boto3_with_signature_version_2(gateway):
+    s3 = gateway.client(signature_version="s3")
+    s3.create_bucket(Bucket="sigv2-bucket")
+    s3.put_object(Bucket="sigv2-bucket", Key="a b", Body=b"v2")
+    assert [o["Key"] for o in s3.list_objects(Bucket="sigv2-bucket")["Contents"]] == ["a b"]
+    assert s3.get_object(Bucket="sigv2-bucket", Key="a b")["Body"].read() == b"v2"

@@ -358,3 +358,59 @@ def test_not_modified_has_etag_and_no_body(gateway, conditional):
     assert reply.status == 304
     assert reply.headers["etag"] == etag
     assert reply.body == b""
+
+
+# --- conditional writes and unsupported features ---------------------------------------------
+
+
+def test_conditional_writes(s3, bucket):
+    first = s3.put_object(Bucket=bucket, Key="k", Body=b"one", IfNoneMatch="*")
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"two", IfNoneMatch="*")
+    assert error_code(exc) == "PreconditionFailed"
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(
+            Bucket=bucket, Key="k", Body=b"two", IfMatch='"00000000000000000000000000000000"'
+        )
+    assert error_code(exc) == "PreconditionFailed"
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="missing", Body=b"x", IfMatch=first["ETag"])
+    assert error_code(exc) == "NoSuchKey"
+    s3.put_object(Bucket=bucket, Key="k", Body=b"three", IfMatch=first["ETag"])
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"three"
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key="k", UploadId=upload, PartNumber=1, Body=b"p")
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="k",
+            UploadId=upload,
+            IfNoneMatch="*",
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag["ETag"]}]},
+        )
+    assert error_code(exc) == "PreconditionFailed"
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"three"
+
+
+def test_unsupported_features_are_refused_not_ignored(s3, bucket):
+    import os as _os
+
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(
+            Bucket=bucket, Key="k", Body=b"x", SSECustomerAlgorithm="AES256",
+            SSECustomerKey=_os.urandom(32),
+        )  # fmt: skip
+    assert error_code(exc) == "NotImplemented"
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"x", Tagging="a=b")
+    assert error_code(exc) == "NotImplemented"
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="aws:kms")
+    assert error_code(exc) == "NotImplemented"
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256")
+
+
+def test_aws_chunked_is_not_stored_as_an_encoding(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", ContentEncoding="gzip, aws-chunked")
+    assert s3.head_object(Bucket=bucket, Key="k")["ContentEncoding"] == "gzip"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 
 from aiohttp import web
 
+from ...store import Bucket, StoreError
 from .. import xml
 from ..context import Context
-from ..errors import S3Error
+from ..errors import S3Error, invalid_argument
 
 MAX_XML_BODY = 64 * 1024
 
@@ -35,8 +38,32 @@ def _xml(body: bytes, status: int = 200) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/xml")
 
 
-async def list_buckets(ctx: Context) -> web.StreamResponse:
+def _page_of_buckets(ctx: Context) -> tuple[list[Bucket], str | None]:
+    """prefix, continuation-token and max-buckets (1 to 10,000): a page and the next token."""
     buckets = ctx.store.list_buckets(ctx.user.canonical_id)
+    prefix = ctx.query.get("prefix", "")
+    token = ctx.query.get("continuation-token")
+    after = ""
+    if token is not None:
+        try:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+            raise invalid_argument(
+                "The continuation token provided is incorrect", "continuation-token", token
+            ) from exc
+    raw = ctx.query.get("max-buckets", "10000")
+    limit = int(raw) if raw.isdigit() else 0
+    if not 1 <= limit <= 10_000:
+        raise invalid_argument("Invalid max-buckets", "max-buckets", raw)
+    chosen = [b for b in buckets if b.name.startswith(prefix) and b.name > after]
+    if len(chosen) > limit:
+        chosen = chosen[:limit]
+        return chosen, base64.urlsafe_b64encode(chosen[-1].name.encode()).decode()
+    return chosen, None
+
+
+async def list_buckets(ctx: Context) -> web.StreamResponse:
+    buckets, token = _page_of_buckets(ctx)
     return _xml(
         xml.render(
             "ListAllMyBucketsResult",
@@ -56,6 +83,8 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
                         for b in buckets
                     ],
                 ),
+                ("ContinuationToken", token),
+                ("Prefix", ctx.query.get("prefix")),
             ],
         )
     )
@@ -84,7 +113,12 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
                     f"The {constraint} location constraint is incompatible for the region "
                     "specific endpoint this request was sent to.",
                 )
-    await ctx.store.create_bucket(name, ctx.user.canonical_id, region)
+    try:
+        await ctx.store.create_bucket(name, ctx.user.canonical_id, region)
+    except StoreError as exc:
+        # AWS, in us-east-1 only: re-creating a bucket you own is a successful no-op.
+        if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
+            raise
     return web.Response(headers={"Location": "/" + name})
 
 

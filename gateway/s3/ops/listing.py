@@ -141,4 +141,58 @@ async def list_objects_v2(ctx: Context) -> web.StreamResponse:
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
-OPERATIONS = {"ListObjects": list_objects, "ListObjectsV2": list_objects_v2}
+async def list_object_versions(ctx: Context) -> web.StreamResponse:
+    """No bucket has versioning: every object is its own one version, the "null" version,
+    and the latest (what AWS answers for a bucket that never had versioning enabled)."""
+    encoding, encode = encoder(ctx)
+    key_marker = ctx.query.get("key-marker", "")
+    version_marker = ctx.query.get("version-id-marker", "")
+    if version_marker and not key_marker:
+        raise invalid_argument(
+            "A version-id marker cannot be specified without a key marker.",
+            "version-id-marker",
+            version_marker,
+        )
+    if version_marker not in ("", "null"):
+        raise invalid_argument("Invalid version id specified", "version-id-marker", version_marker)
+    page, prefix, delimiter, max_keys = await _page(ctx, key_marker)
+    owner = _bucket_owner(ctx)
+    nodes: list[xml.Node] = [
+        ("Name", ctx.bucket),
+        ("Prefix", encode(prefix)),
+        ("KeyMarker", encode(key_marker)),
+        ("VersionIdMarker", version_marker),
+        ("NextKeyMarker", encode(page.last) if page.truncated and page.last else None),
+        ("NextVersionIdMarker", "null" if page.truncated and page.entries else None),
+        ("MaxKeys", max_keys),
+        ("Delimiter", encode(delimiter) if delimiter else None),
+        ("EncodingType", encoding),
+        ("IsTruncated", page.truncated),
+    ]
+    nodes += [
+        (
+            "Version",
+            [
+                ("Key", encode(e.key)),
+                ("VersionId", "null"),
+                ("IsLatest", True),
+                ("LastModified", xml.iso8601(e.mtime_ns)),
+                ("ETag", digest.quote(e.etag)),
+                ("Size", e.size),
+                ("Owner", owner),
+                ("StorageClass", "STANDARD"),
+            ],
+        )
+        for e in page.entries
+    ]
+    nodes += [("CommonPrefixes", [("Prefix", encode(p))]) for p in page.common_prefixes]
+    return web.Response(
+        body=xml.render("ListVersionsResult", nodes), content_type="application/xml"
+    )
+
+
+OPERATIONS = {
+    "ListObjects": list_objects,
+    "ListObjectsV2": list_objects_v2,
+    "ListObjectVersions": list_object_versions,
+}

@@ -14,7 +14,14 @@ from .. import checksums, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .listing import encoder, max_count
-from .objects import attrs_from_headers, check_key, content_md5, part_number, stage_body
+from .objects import (
+    attrs_from_headers,
+    check_key,
+    content_md5,
+    part_number,
+    stage_body,
+    write_condition,
+)
 
 MAX_PART_SIZE = 5 * 1024**3
 MAX_COMPLETE_BODY = 4 * 1024 * 1024  # 10,000 parts of about 100 bytes of XML each, and room
@@ -98,6 +105,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.query["uploadId"]
+    condition = write_condition(ctx)
     root = xml.parse(await ctx.payload.read(MAX_COMPLETE_BODY))
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
@@ -140,7 +148,9 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             value = checksums.full_object(algorithm, pairs)
         return {algorithm.header: value, "x-amz-checksum-type": kind}
 
-    obj = await ctx.store.complete_upload(upload_id, ctx.bucket, key, chosen, object_checksum)
+    obj = await ctx.store.complete_upload(
+        upload_id, ctx.bucket, key, chosen, object_checksum, condition
+    )
     location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
     return _xml(
         "CompleteMultipartUploadResult",

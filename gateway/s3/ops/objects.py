@@ -12,7 +12,13 @@ from dataclasses import replace
 from aiohttp import web
 
 from ... import digest
-from ...store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob
+from ...store import (
+    ObjectAttrs,
+    ObjectInfo,
+    ObjectReader,
+    StagedBlob,
+    WriteCondition,
+)
 from .. import conditions, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -143,8 +149,24 @@ async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
     return blob
 
 
+def write_condition(ctx: Context) -> WriteCondition | None:
+    """If-Match / If-None-Match on a write (AWS's conditional writes): If-None-Match takes
+    only `*`. Checked once before the body is read (a cheap early answer) and again, atomically,
+    when the write commits."""
+    if_match = ctx.headers.get("if-match")
+    if_none_match = ctx.headers.get("if-none-match")
+    if if_match is None and if_none_match is None:
+        return None
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise S3Error("NotImplemented", "If-None-Match on a write takes only *")
+    condition = WriteCondition(if_match=if_match, if_none_match=if_none_match is not None)
+    ctx.store.check_write(ctx.bucket, ctx.key, condition)
+    return condition
+
+
 async def put_object(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
+    condition = write_condition(ctx)
     attrs = attrs_from_headers(ctx.headers)
     encoding = ctx.payload.content_encoding()
     headers = {k: v for k, v in attrs.headers.items() if k != "content-encoding"}
@@ -155,7 +177,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     blob = await stage_body(ctx, expected_md5)
     checksum = ctx.payload.checksum_headers()
     attrs = replace(attrs, headers=headers, checksums=checksum)
-    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs)
+    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition)
     return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum})
 
 
