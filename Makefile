@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= ./data
 ADDRESS ?= 127.0.0.1:9000
 
-.PHONY: run test lint install bench clean s3tests
+.PHONY: run test lint install bench clean s3tests smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,11 +33,18 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/s3gw bench copy
 	$(BIN)/s3gw bench list
+	$(BIN)/s3gw bench s3
 
 # ceph's s3-tests against a gateway started for the run (see s3tests/README.md):
 #   make s3tests S3TESTS_DIR=/path/to/s3-tests [S3TESTS_ARGS='-k multipart']
 s3tests: $(VENV)/.installed-test
 	$(BIN)/python s3tests/run.py --suite "$(S3TESTS_DIR)" -- $(S3TESTS_ARGS)
+
+# Our smoke suite (s3tests/smoke/) against a gateway started for the run (free port, fresh
+# data folder), over HTTP then HTTPS; fails when a test fails. SMOKE_ARGS: pytest arguments.
+smoke: $(VENV)/.installed-test
+	$(BIN)/python s3tests/smoke/run.py $(SMOKE_ARGS)
+	$(BIN)/python s3tests/smoke/run.py --tls $(SMOKE_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

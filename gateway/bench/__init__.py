@@ -11,6 +11,7 @@ import importlib
 BENCHMARKS = {
     "copy": "gateway.bench.copy",
     "list": "gateway.bench.listing",
+    "s3": "gateway.bench.s3",
 }
 
 

@@ -206,3 +206,6 @@ async def on_response_prepare(request: web.Request, response: web.StreamResponse
     # never invited) would be read as the next request: close the connection instead.
     if request.body_exists and not request.content.is_eof():
         response.force_close()
+        # aiohttp has chosen the Connection header by now: say it, or the client reuses the
+        # connection and its next request is read as this one's body.
+        response.headers["Connection"] = "close"

@@ -414,3 +414,34 @@ def test_unsupported_features_are_refused_not_ignored(s3, bucket):
 def test_aws_chunked_is_not_stored_as_an_encoding(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ContentEncoding="gzip, aws-chunked")
     assert s3.head_object(Bucket=bucket, Key="k")["ContentEncoding"] == "gzip"
+
+
+def test_response_overrides_replace_stored_headers(s3, bucket):
+    s3.put_object(
+        Bucket=bucket, Key="k", Body=b"x", CacheControl="max-age=60", ContentLanguage="en"
+    )
+    got = s3.get_object(
+        Bucket=bucket, Key="k", ResponseCacheControl="no-cache", ResponseContentLanguage="fr"
+    )
+    headers = got["ResponseMetadata"]["HTTPHeaders"]
+    assert headers["cache-control"] == "no-cache"
+    assert headers["content-language"] == "fr"
+
+
+def test_early_error_closes_a_connection_whose_body_was_not_read(gateway, bucket):
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(gateway.url)
+    url = f"{gateway.url}/{bucket}/k?partNumber=1&uploadId=no-such-upload"
+    headers = raw.sign("PUT", url, payload_hash="UNSIGNED-PAYLOAD")
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"PUT {urlsplit(url).path}?{urlsplit(url).query} HTTP/1.1\r\nHost: {parts.netloc}\r\n{head}"
+        "Content-Length: 4\r\nExpect: 100-continue\r\n\r\n"
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        reply = sock.recv(65536).decode(errors="replace")
+    assert reply.startswith("HTTP/1.1 404")
+    assert "Connection: close" in reply

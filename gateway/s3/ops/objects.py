@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from ... import digest
 from ...store import (
@@ -118,13 +119,16 @@ def content_md5(headers: Mapping[str, str]) -> bytes | None:
     return raw
 
 
-def object_headers(obj: ObjectInfo) -> dict[str, str]:
-    headers = {
-        "ETag": digest.quote(obj.etag),
-        "Last-Modified": xml.http_date(obj.mtime_ns),
-        "Content-Type": obj.attrs.content_type,
-        "Accept-Ranges": "bytes",
-    }
+def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
+    # Case-insensitive: a response-* override replaces the stored header of any spelling.
+    headers = CIMultiDict(
+        {
+            "ETag": digest.quote(obj.etag),
+            "Last-Modified": xml.http_date(obj.mtime_ns),
+            "Content-Type": obj.attrs.content_type,
+            "Accept-Ranges": "bytes",
+        }
+    )
     for name, value in obj.attrs.headers.items():
         headers[name] = value
     for name, value in obj.attrs.meta.items():

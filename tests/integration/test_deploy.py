@@ -1,0 +1,432 @@
+"""The container deployment, proven without a Docker engine: the gateway is started from the
+command the image runs (its ENTRYPOINT and CMD, read from the Dockerfile), with the image's ENV
+and the compose file's environment, and checked as Docker would (its HEALTHCHECK) and as users
+do (boto3), across a restart; and every S3GW_* variable those files name is one the gateway
+reads.
+
+What this cannot prove: that the image builds, and what the engine does (the volume's
+ownership, the published port, the restart policy). Those need `docker compose up`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # PyYAML: installed with awscli, which the test extra has
+
+from gateway.config import _OPTIONS, env_default, env_name
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+SERVICE = "s3gw"
+# Where the image's executables are (/usr/local/bin in python:slim) is, here, this virtualenv.
+BIN = Path(sys.executable).parent
+_LISTENING = re.compile(r"s3gw listening on (https?://\S+)")
+
+
+# --- the Dockerfile --------------------------------------------------------------------------
+
+
+@dataclass
+class Image:
+    """What the Dockerfile's last stage gives a container."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+    healthcheck: list[str] = field(default_factory=list)
+    expose: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    user: str = "root"
+    exec_form: dict[str, bool] = field(default_factory=dict)
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments), continuation lines joined. Comment lines go, even within a
+    continued instruction, as Docker drops them."""
+    found: list[tuple[str, str]] = []
+    current = ""
+    for line in text.splitlines():
+        if line.lstrip().startswith("#") or (not line.strip()):
+            continue
+        if line.rstrip().endswith("\\"):
+            current += line.rstrip()[:-1] + " "
+            continue
+        keyword, _, arguments = (current + line).strip().partition(" ")
+        found.append((keyword.upper(), arguments.strip()))
+        current = ""
+    return found
+
+
+def _command(arguments: str) -> tuple[list[str], bool]:
+    """An exec-form (JSON) or shell-form command, and whether it was exec form."""
+    if arguments.startswith("["):
+        return json.loads(arguments), True
+    return ["/bin/sh", "-c", arguments], False
+
+
+def _env_pairs(arguments: str) -> dict[str, str]:
+    words = shlex.split(arguments)
+    if "=" not in words[0]:  # the legacy `ENV NAME value` form
+        return {words[0]: arguments.split(None, 1)[1]}
+    return dict(word.split("=", 1) for word in words)
+
+
+def read_dockerfile(path: Path = DOCKERFILE) -> Image:
+    image = Image()
+    for keyword, arguments in instructions(path.read_text()):
+        if keyword == "FROM":
+            image = Image()  # only the last stage is the image
+        elif keyword == "ENV":
+            image.env.update(_env_pairs(arguments))
+        elif keyword in ("ENTRYPOINT", "CMD"):
+            command, exec_form = _command(arguments)
+            setattr(image, keyword.lower(), command)
+            image.exec_form[keyword] = exec_form
+        elif keyword == "HEALTHCHECK":
+            options = re.match(r"((?:--\S+\s+)*)CMD\s+(.*)", arguments, re.S)
+            assert options, f"HEALTHCHECK without CMD: {arguments}"
+            image.healthcheck = _command(options.group(2))[0]
+        elif keyword == "EXPOSE":
+            image.expose += [port.split("/")[0] for port in arguments.split()]
+        elif keyword == "VOLUME":
+            image.volumes += (
+                json.loads(arguments) if arguments.startswith("[") else arguments.split()
+            )
+        elif keyword == "USER":
+            image.user = arguments
+    return image
+
+
+# --- the compose file and its .env -----------------------------------------------------------
+
+
+def read_dotenv(path: Path = ENV_EXAMPLE) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not NAME=VALUE: {line}"
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name.strip()] = value
+    return values
+
+
+_INTERPOLATION = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?])([^}]*))?\}|(\w+))")
+
+
+def interpolate(value: str, env: Mapping[str, str]) -> str:
+    """Compose's ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?error}, $NAME and $$."""
+
+    def substitute(m: re.Match[str]) -> str:
+        if m.group(1):
+            return "$"
+        name, operator, argument = m.group(2) or m.group(5), m.group(3), m.group(4)
+        have = env.get(name)
+        if operator == ":-":
+            return have or argument
+        if operator == "-":
+            return argument if have is None else have
+        if operator in (":?", "?"):
+            assert have, f"compose requires {name}: {argument}"
+        return have or ""
+
+    return _INTERPOLATION.sub(substitute, value)
+
+
+def compose_variables(text: str) -> dict[str, str]:
+    """Each variable the compose file interpolates, with its default ('' if none)."""
+    return {
+        m.group(2) or m.group(5): m.group(4) or ""
+        for m in _INTERPOLATION.finditer(text)
+        if not m.group(1)
+    }
+
+
+def read_compose(path: Path = COMPOSE) -> dict[str, Any]:
+    service = yaml.safe_load(path.read_text())["services"][SERVICE]
+    assert isinstance(service, dict)
+    return service
+
+
+def container_environment(
+    image: Image, service: dict[str, Any], dotenv: Mapping[str, str]
+) -> dict[str, str]:
+    """The container's environment: the image's ENV, then the service's environment with
+    the values compose interpolates from a .env file (and nothing from the shell)."""
+    env = dict(image.env)
+    declared = service.get("environment") or {}
+    if isinstance(declared, list):
+        declared = dict((item.split("=", 1) if "=" in item else (item, None)) for item in declared)
+    for name, value in declared.items():
+        if value is None:  # a bare name: passed from .env or the shell, or left unset
+            if name in dotenv:
+                env[name] = dotenv[name]
+        else:
+            env[name] = interpolate(str(value), dotenv)
+    return env
+
+
+def container_command(image: Image, service: dict[str, Any]) -> list[str]:
+    """ENTRYPOINT + CMD, as the service may override them (a new entrypoint drops CMD)."""
+    entrypoint, cmd = image.entrypoint, image.cmd
+    if "entrypoint" in service:
+        entrypoint, cmd = _as_list(service["entrypoint"]), []
+    if "command" in service:
+        cmd = _as_list(service["command"])
+    return entrypoint + cmd
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+# --- running it here -------------------------------------------------------------------------
+
+
+def _here(argv: list[str]) -> list[str]:
+    """The same command, with its program found where this machine has it."""
+    program = shutil.which(argv[0], path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert program, f"{argv[0]} not found"
+    return [program, *argv[1:]]
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+class Container:
+    """The image's command as a local process: the address and the data folder are the only
+    changes (127.0.0.1 on a free port, a temporary folder)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], data: Path) -> None:
+        assert _flag_value(argv, "--address") is None and _flag_value(argv, "--data") is None, (
+            "the test rewrites S3GW_ADDRESS and S3GW_DATA, not flags: keep them in ENV"
+        )
+        self.argv = _here(argv)
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("S3GW_", "AWS_"))},
+            **env,
+            "S3GW_ADDRESS": "127.0.0.1:0",
+            "S3GW_DATA": str(data),
+        }
+        self.data = data
+        self.url = ""
+        self.log: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> Container:
+        self.log.clear()
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if m := _LISTENING.search(line):
+                self.url = m.group(1)
+                break
+        else:
+            raise AssertionError("the gateway did not start:\n" + "".join(self.log))
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        return self
+
+    def _drain(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.log.append(line)
+
+    def stop(self) -> int:
+        """SIGTERM, as `docker stop` sends it; the exit status."""
+        if self.proc is None:
+            return 0
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                # docker stop's default grace period before its SIGKILL
+                return proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError("no exit within 10 s of SIGTERM") from None
+        return proc.returncode
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def credentials(self) -> tuple[str, str]:
+        """The keys from the environment, or the pair generated into the data folder."""
+        if self.env.get("S3GW_ACCESS_KEY") and self.env.get("S3GW_SECRET_KEY"):
+            return self.env["S3GW_ACCESS_KEY"], self.env["S3GW_SECRET_KEY"]
+        stored = json.loads((self.data / "credentials.json").read_text())
+        return stored["access_key"], stored["secret_key"]
+
+    def client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        access, secret = self.credentials()
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=access,
+            aws_secret_access_key=secret,
+            region_name=self.env.get("S3GW_REGION") or "us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),
+        )
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _run_healthcheck(command: list[str], image_port: str, port: int) -> None:
+    """Docker's check, pointed at this process's port: its exit status must be 0."""
+    target = f"127.0.0.1:{image_port}"
+    assert any(target in arg for arg in command), f"the healthcheck does not ask {target}"
+    argv = _here([arg.replace(target, f"127.0.0.1:{port}") for arg in command])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def _image_port(image: Image) -> str:
+    return image.env["S3GW_ADDRESS"].rsplit(":", 1)[1]
+
+
+@pytest.fixture
+def container(tmp_path: Path) -> Iterator[Container]:
+    image, service = read_dockerfile(), read_compose()
+    server = Container(
+        container_command(image, service),
+        container_environment(image, service, read_dotenv()),
+        tmp_path / "volume",
+    )
+    yield server
+    server.stop()
+
+
+def _compose_healthcheck(service: dict[str, Any]) -> list[str]:
+    test = service["healthcheck"]["test"]
+    if isinstance(test, str):
+        return ["/bin/sh", "-c", test]
+    kind, *command = test
+    return command if kind == "CMD" else ["/bin/sh", "-c", *command]
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+
+def test_image_command_serves_checks_healthy_and_keeps_data_across_restarts(container):
+    image, service = read_dockerfile(), read_compose()
+    # Exec form: the gateway is PID 1 and gets docker stop's SIGTERM itself.
+    assert all(image.exec_form.values()) and image.exec_form, image.exec_form
+    container.start()
+    assert _status(container.url + "/health/live") == 200
+    assert _status(container.url + "/health/ready") == 200
+    _run_healthcheck(image.healthcheck, _image_port(image), container.port)
+    _run_healthcheck(_compose_healthcheck(service), _image_port(image), container.port)
+
+    s3 = container.client()
+    body = os.urandom(200_000)
+    s3.create_bucket(Bucket="deploy")
+    s3.put_object(Bucket="deploy", Key="kept/across restarts.bin", Body=body)
+    got = s3.get_object(Bucket="deploy", Key="kept/across restarts.bin")["Body"].read()
+    assert got == body
+    keys = container.credentials()
+    assert container.stop() == 0, "".join(container.log)
+
+    # `docker compose down && docker compose up`: a new process, the same volume.
+    container.start()
+    assert container.credentials() == keys  # generated keys are kept in the volume too
+    assert _status(container.url + "/health/ready") == 200
+    s3 = container.client()
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["deploy"]
+    got = s3.get_object(Bucket="deploy", Key="kept/across restarts.bin")["Body"].read()
+    assert got == body
+    assert container.stop() == 0, "".join(container.log)
+
+
+def test_image_and_compose_file_agree():
+    image, service = read_dockerfile(), read_compose()
+    port = _image_port(image)
+    data = image.env["S3GW_DATA"]
+    assert image.env["S3GW_ADDRESS"] == f"0.0.0.0:{port}"  # reachable from outside
+    assert port in image.expose
+    assert data in image.volumes
+    assert image.user.split(":")[0] not in ("root", "0"), "the gateway must not run as root"
+
+    assert any(str(p).split(":")[-1] == port for p in service["ports"]), service["ports"]
+    # A named volume (declared at the top level) at the data folder: `down` keeps it.
+    named = yaml.safe_load(COMPOSE.read_text()).get("volumes") or {}
+    mounts = [v.split(":") for v in service["volumes"] if isinstance(v, str)]
+    assert any(src in named and dst == data for src, dst, *_ in mounts), service["volumes"]
+    assert service["restart"] == "unless-stopped"
+    assert _compose_healthcheck(service) == image.healthcheck
+    build = service["build"]
+    context = build if isinstance(build, str) else build.get("context", ".")
+    assert (COMPOSE.parent / context / "Dockerfile").resolve() == DOCKERFILE
+
+    ignored = {line.strip().strip("/") for line in (ROOT / ".dockerignore").read_text().split()}
+    assert {".git", ".venv", "data", ".env"} <= ignored  # history, build tools, data, secrets
+
+
+def _variables_read_by_the_gateway() -> set[str]:
+    return {env_name(flag) for flag, *_ in _OPTIONS} | {env_name("tls-self-signed")}
+
+
+def test_every_s3gw_variable_is_one_the_gateway_reads():
+    read = _variables_read_by_the_gateway()
+    for path in (DOCKERFILE, COMPOSE, ENV_EXAMPLE):
+        named = set(re.findall(r"\bS3GW_[A-Z0-9_]+\b", path.read_text()))
+        assert named, f"{path.name} names no S3GW_ variable"
+        assert named <= read, f"{path.name}: the gateway does not read {sorted(named - read)}"
+
+
+def test_env_example_documents_compose_variables_with_the_gateways_defaults():
+    variables = compose_variables(COMPOSE.read_text())
+    example = read_dotenv()
+    # Every variable compose reads is in .env.example, and copying it to .env changes nothing.
+    assert set(example) == set(variables)
+    assert example == variables
+    # A default is the gateway's own: empty stands for an option with no default.
+    for name, default in variables.items():
+        if not name.startswith("S3GW_"):
+            continue
+        flag = name.removeprefix("S3GW_").lower().replace("_", "-")
+        if flag == "tls-self-signed":
+            assert default in ("", "0"), name
+            continue
+        builtin = env_default(flag, {})
+        assert default == ("" if builtin is None else str(builtin)), name
