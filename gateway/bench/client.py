@@ -6,15 +6,15 @@ from __future__ import annotations
 import http.client
 from urllib.parse import urlencode, urlsplit
 
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-
 from .process import ACCESS_KEY, SECRET_KEY
 
 
 class LeanClient:
     def __init__(self, endpoint: str, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):
+        # botocore comes with the test extra, not with the gateway: imported when used.
+        from botocore.auth import S3SigV4Auth
+        from botocore.credentials import Credentials
+
         parts = urlsplit(endpoint)
         self.endpoint = endpoint
         self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
@@ -23,6 +23,8 @@ class LeanClient:
     def request(
         self, method: str, path: str, query: dict[str, str] | None = None, body: bytes = b""
     ) -> tuple[int, bytes]:
+        from botocore.awsrequest import AWSRequest
+
         url = self.endpoint + path + ("?" + urlencode(query) if query else "")
         request = AWSRequest(method=method, url=url, data=body)
         self.signer.add_auth(request)

@@ -1,0 +1,36 @@
+"""The command line works with the runtime dependencies alone (what `make run` and the Docker
+image install): nothing from the test extra may be imported on the way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BLOCK_TEST_EXTRA = (
+    "import sys\n"
+    "for name in ('boto3', 'botocore', 'pytest', 'hypothesis', 'awscli'):\n"
+    "    sys.modules[name] = None  # importing it now raises ImportError\n"
+    "from gateway.cli import main\n"
+    "main(sys.argv[1:])\n"
+)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_TEST_EXTRA, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_serve_help_without_the_test_extra():
+    out = run("serve", "--help")
+    assert out.returncode == 0, out.stderr
+    assert "--data" in out.stdout and "S3GW_DATA" in out.stdout
+
+
+def test_credentials_without_the_test_extra(tmp_path):
+    out = run("credentials", "--data", str(tmp_path / "data"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("export AWS_ACCESS_KEY_ID=")
