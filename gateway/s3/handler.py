@@ -169,7 +169,9 @@ class S3Handler:
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
         refuse_unsupported(request.headers)
-        payload = Payload(request, auth)
+        payload = Payload(
+            request, auth, body_checksum=target.operation != "CompleteMultipartUpload"
+        )
         ctx = Context(
             request=request,
             route=target,

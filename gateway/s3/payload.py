@@ -29,12 +29,16 @@ STREAMING = "STREAMING-"
 
 
 class Payload:
-    def __init__(self, request: web.Request, auth: AuthResult) -> None:
+    def __init__(
+        self, request: web.Request, auth: AuthResult, *, body_checksum: bool = True
+    ) -> None:
+        """`body_checksum`: whether x-amz-checksum-* headers describe this body (they describe
+        the object being assembled on CompleteMultipartUpload, not its XML)."""
         self._request = request
         self._hash = auth.payload_hash
         self.streaming = auth.payload_hash.startswith(STREAMING)
         # Checksum headers are checked before the body is invited.
-        self.checksum = checksums.parse_request(request.headers)
+        self.checksum = checksums.parse_request(request.headers) if body_checksum else None
         self._computed = self.checksum.new() if self.checksum is not None else None
         self._sha256 = None
         if not self.streaming and auth.payload_hash != UNSIGNED:

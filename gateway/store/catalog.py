@@ -302,7 +302,11 @@ def check_write(
     if condition is None:
         return
     current = get_object(conn, bucket, key)
-    if condition.if_none_match and current is not None:
+    if (
+        condition.if_none_match is not None
+        and current is not None
+        and digest.matches(condition.if_none_match, current.etag)
+    ):
         raise errors.PreconditionFailed(Condition="If-None-Match")
     if condition.if_match is not None:
         if current is None:

@@ -139,4 +139,4 @@ class WriteCondition:
     that makes the write, so two racing writers cannot both pass."""
 
     if_match: str | None = None  # the current object's ETag must match this (`*`: exist)
-    if_none_match: bool = False  # no object may exist (If-None-Match: *)
+    if_none_match: str | None = None  # the current object must not match this (`*`: none)

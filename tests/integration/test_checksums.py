@@ -109,7 +109,7 @@ def test_aws_cli_put_object_with_crc32c(gateway, s3, bucket, tmp_path):
 MIB = 2**20
 
 
-def _multipart(s3, bucket, key, parts, algorithm, kind=None):
+def _multipart(s3, bucket, key, parts, algorithm, kind=None, expect=None):
     extra = {"ChecksumType": kind} if kind else {}
     upload = s3.create_multipart_upload(
         Bucket=bucket, Key=key, ChecksumAlgorithm=algorithm, **extra
@@ -127,16 +127,25 @@ def _multipart(s3, bucket, key, parts, algorithm, kind=None):
         )  # fmt: skip
     listed = s3.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"])["Parts"]
     assert [p[f"Checksum{algorithm}"] for p in listed] == [d[f"Checksum{algorithm}"] for d in done]
+    named = {f"Checksum{algorithm}": expect} if expect else {}
     return s3.complete_multipart_upload(
-        Bucket=bucket, Key=key, UploadId=upload["UploadId"], MultipartUpload={"Parts": done}
+        Bucket=bucket,
+        Key=key,
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": done},
+        **named,
     )
 
 
 def test_multipart_composite_checksum(s3, bucket):
     parts = [os.urandom(5 * MIB), os.urandom(1000)]
-    result = _multipart(s3, bucket, "composite", parts, "CRC32")
     binary = b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)
     expected = f"{crc32(binary)}-2"
+    with pytest.raises(ClientError) as exc:  # Complete names a checksum the parts don't make
+        _multipart(s3, bucket, "composite", parts, "CRC32", expect=f"{crc32(b'x')}-2")
+    assert exc.value.response["Error"]["Code"] == "BadDigest"
+    # Complete may name the object's checksum (what s3-tests does): that one is right.
+    result = _multipart(s3, bucket, "composite", parts, "CRC32", expect=expected)
     assert result["ChecksumCRC32"] == expected and result["ChecksumType"] == "COMPOSITE"
     head = s3.head_object(Bucket=bucket, Key="composite", ChecksumMode="ENABLED")
     assert head["ChecksumCRC32"] == expected

@@ -376,8 +376,12 @@ def test_conditional_writes(s3, bucket):
     with pytest.raises(ClientError) as exc:
         s3.put_object(Bucket=bucket, Key="missing", Body=b"x", IfMatch=first["ETag"])
     assert error_code(exc) == "NoSuchKey"
+    with pytest.raises(ClientError) as exc:  # If-None-Match with the current ETag
+        s3.put_object(Bucket=bucket, Key="k", Body=b"two", IfNoneMatch=first["ETag"])
+    assert error_code(exc) == "PreconditionFailed"
     s3.put_object(Bucket=bucket, Key="k", Body=b"three", IfMatch=first["ETag"])
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"three"
+    s3.put_object(Bucket=bucket, Key="k", Body=b"three", IfNoneMatch=first["ETag"])
     upload = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
     etag = s3.upload_part(Bucket=bucket, Key="k", UploadId=upload, PartNumber=1, Body=b"p")
     with pytest.raises(ClientError) as exc:

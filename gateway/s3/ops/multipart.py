@@ -146,6 +146,13 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             value = checksums.composite(algorithm, [v for v, _ in pairs])
         else:
             value = checksums.full_object(algorithm, pairs)
+        # Complete may name the object's checksum it expects (x-amz-checksum-<alg>).
+        expected = ctx.headers.get(algorithm.header)
+        if expected is not None and expected != value:
+            raise S3Error(
+                "BadDigest",
+                f"The {algorithm.name} you specified did not match the calculated checksum.",
+            )
         return {algorithm.header: value, "x-amz-checksum-type": kind}
 
     obj = await ctx.store.complete_upload(

@@ -154,16 +154,14 @@ async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
 
 
 def write_condition(ctx: Context) -> WriteCondition | None:
-    """If-Match / If-None-Match on a write (AWS's conditional writes): If-None-Match takes
-    only `*`. Checked once before the body is read (a cheap early answer) and again, atomically,
-    when the write commits."""
+    """If-Match / If-None-Match on a write (AWS's conditional writes: `*` or ETags). Checked
+    once before the body is read (a cheap early answer) and again, atomically, when the write
+    commits."""
     if_match = ctx.headers.get("if-match")
     if_none_match = ctx.headers.get("if-none-match")
     if if_match is None and if_none_match is None:
         return None
-    if if_none_match is not None and if_none_match.strip() != "*":
-        raise S3Error("NotImplemented", "If-None-Match on a write takes only *")
-    condition = WriteCondition(if_match=if_match, if_none_match=if_none_match is not None)
+    condition = WriteCondition(if_match=if_match, if_none_match=if_none_match)
     ctx.store.check_write(ctx.bucket, ctx.key, condition)
     return condition
 
