@@ -170,7 +170,10 @@ class S3Handler:
             acl.check_canned_acl(request.headers)
         refuse_unsupported(request.headers)
         payload = Payload(
-            request, auth, body_checksum=target.operation != "CompleteMultipartUpload"
+            request,
+            auth,
+            body_checksum=target.operation != "CompleteMultipartUpload",
+            read_timeout=self.settings.body_timeout,
         )
         ctx = Context(
             request=request,

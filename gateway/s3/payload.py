@@ -16,7 +16,7 @@ import hashlib
 import hmac
 from collections.abc import AsyncIterator
 
-from aiohttp import ClientPayloadError, web
+from aiohttp import ClientPayloadError, StreamReader, web
 
 from ..digest import Digest
 from . import checksums
@@ -28,13 +28,35 @@ UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAMING = "STREAMING-"
 
 
+class _Patient:
+    """The request body's stream, with a limit on how long one read may wait: a client that
+    stops sending mid-body gets RequestTimeout and its upload is dropped, instead of holding
+    a connection, a tmp file and a batch of memory forever."""
+
+    def __init__(self, content: StreamReader, timeout: float) -> None:
+        self._content = content
+        self._timeout = timeout
+
+    async def readany(self) -> bytes:
+        try:
+            return await asyncio.wait_for(self._content.readany(), self._timeout)
+        except TimeoutError as exc:
+            raise S3Error("RequestTimeout") from exc
+
+
 class Payload:
     def __init__(
-        self, request: web.Request, auth: AuthResult, *, body_checksum: bool = True
+        self,
+        request: web.Request,
+        auth: AuthResult,
+        *,
+        body_checksum: bool = True,
+        read_timeout: float = 60.0,
     ) -> None:
         """`body_checksum`: whether x-amz-checksum-* headers describe this body (they describe
         the object being assembled on CompleteMultipartUpload, not its XML)."""
         self._request = request
+        self._content = _Patient(request.content, read_timeout)
         self._hash = auth.payload_hash
         self.streaming = auth.payload_hash.startswith(STREAMING)
         # Checksum headers are checked before the body is invited.
@@ -50,7 +72,7 @@ class Payload:
             if raw is not None and raw.isdigit():
                 self._decoded_length = int(raw)
             self._decoder = ChunkedDecoder(
-                request.content,
+                self._content,
                 auth.payload_hash,
                 auth=auth,
                 expected_length=self._decoded_length,
@@ -97,7 +119,7 @@ class Payload:
                 self.received += len(data)
                 yield data
             return
-        content = self._request.content
+        content = self._content
         try:
             while True:
                 data = await content.readany()

@@ -150,3 +150,24 @@ def test_generated_credentials_are_kept_private(tmp_path):
         assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["generated"]
     finally:
         server.stop()
+
+
+def test_a_stalled_body_times_out_and_leaves_nothing(tmp_path):
+    server = GatewayProcess(tmp_path / "data", {"S3GW_BODY_TIMEOUT": "1"}).start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="stall")
+        conn = _start_put(f"{server.url}/stall/k", 8 * 2**20, os.urandom(3 * 2**20))
+        started = time.monotonic()
+        reply = conn.getresponse()  # the client sends nothing more
+        assert reply.status == 400
+        assert b"<Code>RequestTimeout</Code>" in reply.read()
+        assert time.monotonic() - started < 20
+        conn.close()
+        deadline = time.monotonic() + 10
+        while inspect(server.data).tmp_files and time.monotonic() < deadline:
+            time.sleep(0.1)
+        inspect(server.data).assert_clean()
+        assert s3.list_objects_v2(Bucket="stall")["KeyCount"] == 0
+    finally:
+        server.stop()
