@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= ./data
 ADDRESS ?= 127.0.0.1:9000
 
-.PHONY: run test lint install bench clean s3tests smoke
+.PHONY: run test lint install bench clean s3tests smoke test-reliability
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The crash and concurrency harness in its long form (`make test` runs a short one): many
+# rounds of SIGKILL and restart; each run prints its summary line and the seed that replays it.
+#   make test-reliability [RELIABILITY_ROUNDS=80] [RELIABILITY_SEED=N] [RELIABILITY_THREADS=6]
+test-reliability: $(VENV)/.installed-test
+	RELIABILITY_LONG=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
 bench: $(VENV)/.installed-test

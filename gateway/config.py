@@ -36,7 +36,7 @@ class Settings:
     tls_key: Path | None = None
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
-    body_timeout: float = 60.0
+    body_timeout: float = 20.0
     workers: int = 1
     md5_backend: str = "hashlib"
     log_level: str = "info"
@@ -56,7 +56,8 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
     ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
-    ("body-timeout", float, 60.0, "seconds a request body may stall before RequestTimeout"),
+    # AWS answers RequestTimeout after about 20 s without a byte of the body.
+    ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("log-level", str, "info", "debug, info, warning or error"),

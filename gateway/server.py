@@ -75,7 +75,10 @@ def _banner(settings: Settings, url: str, cert: Path | None) -> None:
 async def _site(
     settings: Settings, app: web.Application, context: ssl.SSLContext | None, *, shared: bool
 ) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # lingering_time: after an answer sent before the body was read, aiohttp reads what the
+    # client still sends for this long before closing; its 10 s default holds sockets (and a
+    # graceful stop) for nothing.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, lingering_time=2.0)
     await runner.setup()
     site = web.TCPSite(
         runner,

@@ -484,6 +484,7 @@ class Authenticator:
                 break
             expected = hmac.new(signing_key, string_to_sign.encode(), hashlib.sha256).hexdigest()
             if hmac.compare_digest(expected.encode(), provided):
+                _refuse_unsigned_amz_headers(headers, claim.signed_headers)
                 return AuthResult(
                     user=user,
                     payload_hash=_result_payload_hash(claim.payload_hash),
@@ -500,6 +501,27 @@ class Authenticator:
             StringToSign=string_to_sign,
             SignatureProvided=_printable(claim.signature),
             CanonicalRequest=_printable(canonical_request),
+        )
+
+
+# Sent unsigned by SDKs and harmless: the body's hash is checked against the body anyway.
+_UNSIGNED_ALLOWED = frozenset({"x-amz-content-sha256"})
+
+
+def _refuse_unsigned_amz_headers(headers: Mapping[str, list[str]], signed: tuple[str, ...]) -> None:
+    """Every x-amz-* header that changes what a request does must be signed: otherwise anyone
+    holding a presigned URL (or replaying a request) could add x-amz-copy-source,
+    x-amz-meta-*... AWS answers 403 AccessDenied naming them."""
+    unsigned = sorted(
+        name
+        for name in headers
+        if name.startswith("x-amz-") and name not in signed and name not in _UNSIGNED_ALLOWED
+    )
+    if unsigned:
+        raise S3Error(
+            "AccessDenied",
+            "There were headers present in the request which were not signed",
+            HeadersNotSigned=", ".join(unsigned),
         )
 
 

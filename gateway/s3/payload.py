@@ -51,7 +51,7 @@ class Payload:
         auth: AuthResult,
         *,
         body_checksum: bool = True,
-        read_timeout: float = 60.0,
+        read_timeout: float = 20.0,
     ) -> None:
         """`body_checksum`: whether x-amz-checksum-* headers describe this body (they describe
         the object being assembled on CompleteMultipartUpload, not its XML)."""

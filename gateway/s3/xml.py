@@ -73,7 +73,8 @@ def parse(body: bytes) -> Element:
         raise S3Error("MalformedXML")
     try:
         root = fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    except (ParseError, DefusedXmlException, ValueError) as exc:
+    except (ParseError, DefusedXmlException, ValueError, LookupError) as exc:
+        # LookupError: a declaration naming an encoding Python does not know.
         raise S3Error("MalformedXML") from exc
     for el in root.iter():
         if isinstance(el.tag, str) and el.tag.startswith("{"):

@@ -46,7 +46,7 @@ def _page_of_buckets(ctx: Context) -> tuple[list[Bucket], str | None]:
     after = ""
     if token is not None:
         try:
-            after = base64.urlsafe_b64decode(token.encode()).decode()
+            after = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
             raise invalid_argument(
                 "The continuation token provided is incorrect", "continuation-token", token

@@ -14,6 +14,7 @@ from ...store import ListPage
 from .. import xml
 from ..context import Context
 from ..errors import invalid_argument
+from .objects import parse_int
 
 MAX_KEYS = 1000
 
@@ -23,10 +24,9 @@ def max_count(ctx: Context, name: str) -> int:
     raw = ctx.query.get(name)
     if raw is None:
         return MAX_KEYS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
+    value = (
+        parse_int(raw) if len(raw) <= 18 else (MAX_KEYS if raw.isascii() and raw.isdigit() else -1)
+    )
     if value < 0:
         raise invalid_argument(f"Provided {name} not an integer or within integer range", name, raw)
     return min(value, MAX_KEYS)
@@ -108,7 +108,8 @@ def _token(last: str) -> str:
 
 def _from_token(token: str) -> str:
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        # validate: urlsafe_b64decode alone drops characters outside the alphabet.
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise invalid_argument(
             "The continuation token provided is incorrect", "continuation-token", token

@@ -18,6 +18,7 @@ from .objects import (
     attrs_from_headers,
     check_key,
     content_md5,
+    parse_int,
     part_number,
     stage_body,
     write_condition,
@@ -113,10 +114,10 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     sent: dict[int, dict[str, str]] = {}  # part number -> ChecksumCRC32 etc., as sent
     for el in root.findall("Part"):
         number, etag = xml.child_text(el, "PartNumber"), xml.child_text(el, "ETag")
-        if number is None or etag is None or not number.strip().isdigit():
+        if number is None or etag is None or parse_int(number.strip()) < 0:
             raise S3Error("MalformedXML")
-        chosen.append((int(number), digest.unquote(etag)))
-        sent[int(number)] = {c.tag: c.text or "" for c in el if c.tag.startswith("Checksum")}
+        chosen.append((parse_int(number.strip()), digest.unquote(etag)))
+        sent[chosen[-1][0]] = {c.tag: c.text or "" for c in el if c.tag.startswith("Checksum")}
     if not chosen:
         raise S3Error("MalformedXML")
     if any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
@@ -194,7 +195,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
     upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
     limit = max_count(ctx, "max-parts")
     raw_marker = ctx.query.get("part-number-marker", "0") or "0"
-    if not raw_marker.isdigit():
+    if parse_int(raw_marker) < 0:
         raise invalid_argument(
             "Provided part-number-marker not an integer or within integer range",
             "part-number-marker",

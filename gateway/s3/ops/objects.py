@@ -64,10 +64,18 @@ RESPONSE_OVERRIDES = {
 }
 
 
+def parse_int(text: str) -> int:
+    """A non-negative decimal of ASCII digits, or -1 (isdigit() and int() would take any
+    Unicode digit, and int() refuses over 4,300 digits: past 18 it is just "huge")."""
+    if not (text and text.isascii() and text.isdigit()):
+        return -1
+    return int(text) if len(text) <= 18 else 10**18
+
+
 def part_number(ctx: Context) -> int:
     """The partNumber query parameter: 1 to 10,000."""
     raw = ctx.query.get("partNumber", "")
-    number = int(raw) if raw.isdigit() else 0
+    number = parse_int(raw)
     if not 1 <= number <= MAX_PART_NUMBER:
         raise invalid_argument(
             "Part number must be an integer between 1 and 10000, inclusive", "partNumber", raw
@@ -97,8 +105,13 @@ def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
         lower = name.lower()
         if lower.startswith("x-amz-meta-"):
             suffix = lower[len("x-amz-meta-") :]
+            try:
+                size += len(suffix.encode()) + len(value.encode())
+            except UnicodeEncodeError as exc:  # bytes that were not UTF-8 on the wire
+                raise invalid_argument(
+                    "User metadata must be UTF-8", name, value.encode(errors="replace").decode()
+                ) from exc
             meta[suffix] = f"{meta[suffix]},{value}" if suffix in meta else value
-            size += len(suffix.encode()) + len(value.encode())
     if size > MAX_USER_METADATA:
         raise S3Error("MetadataTooLarge", MaxSizeAllowed=MAX_USER_METADATA, Size=size)
     content_type = headers.get("content-type") or "binary/octet-stream"
