@@ -7,8 +7,10 @@ plain InternalError, never the traceback.
 
 from __future__ import annotations
 
+import errno
 import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -52,6 +54,27 @@ _UNSUPPORTED_HEADERS = (
 )
 
 
+_FULL = "The gateway's storage is full; writes fail until space is freed. Reads still work."
+_READ_ONLY = "The gateway's data folder is read-only; writes fail until it is writable again."
+
+
+def storage_unavailable(exc: BaseException) -> S3Error | None:
+    """A full or read-only disk is the storage's condition, not a bug: 503, which clients retry
+    with backoff, and the request has changed nothing (its staged blob is dropped)."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return S3Error("ServiceUnavailable", _FULL)
+        if exc.errno == errno.EROFS:
+            return S3Error("ServiceUnavailable", _READ_ONLY)
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        if "disk is full" in text or "database or disk is full" in text:
+            return S3Error("ServiceUnavailable", _FULL)
+        if "readonly" in text or "read-only" in text:
+            return S3Error("ServiceUnavailable", _READ_ONLY)
+    return None
+
+
 def refuse_unsupported(headers: Mapping[str, str]) -> None:
     for name in _UNSUPPORTED_HEADERS:
         if name in headers:
@@ -93,13 +116,21 @@ class S3Handler:
             response = self._error(
                 request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
             )
-        except Exception:
+        except Exception as exc:
             if request.get(RESPONSE_STARTED):
                 # The body was already streaming: the only honest signal left is to cut it.
-                log.exception("request %s failed while sending its body", request_id)
+                if isinstance(exc, ConnectionError):
+                    log.info("request %s: the client went away mid-response", request_id)
+                else:
+                    log.exception("request %s failed while sending its body", request_id)
                 raise
-            log.exception("request %s failed", request_id)
-            response = self._error(request, S3Error("InternalError"), request_id)
+            unavailable = storage_unavailable(exc)
+            if unavailable is not None:
+                log.warning("request %s refused: %s", request_id, exc)
+                response = self._error(request, unavailable, request_id)
+            else:
+                log.exception("request %s failed", request_id)
+                response = self._error(request, S3Error("InternalError"), request_id)
         self._account(request, response, time.perf_counter() - started)
         return response
 
