@@ -37,6 +37,7 @@ class Settings:
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
+    max_header_size: int = 8190
     workers: int = 1
     md5_backend: str = "hashlib"
     log_level: str = "info"
@@ -56,6 +57,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
     ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
+    ("max-header-size", int, 8190, "longest request line or header line, in bytes"),
     # AWS answers RequestTimeout after about 20 s without a byte of the body.
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
@@ -118,6 +120,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         tls_self_signed=args.tls_self_signed,
         inline_max=args.inline_max,
         body_timeout=args.body_timeout,
+        max_header_size=args.max_header_size,
         workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
         md5_backend=args.md5_backend,
         log_level=args.log_level,

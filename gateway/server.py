@@ -78,7 +78,14 @@ async def _site(
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, lingering_time=2.0)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        lingering_time=2.0,
+        max_line_size=settings.max_header_size,
+        max_field_size=settings.max_header_size,
+    )
     await runner.setup()
     site = web.TCPSite(
         runner,

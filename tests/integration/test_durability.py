@@ -171,3 +171,18 @@ def test_a_stalled_body_times_out_and_leaves_nothing(tmp_path):
         assert s3.list_objects_v2(Bucket="stall")["KeyCount"] == 0
     finally:
         server.stop()
+
+
+def test_max_header_size_is_configurable(tmp_path):
+    server = GatewayProcess(tmp_path / "data", {"S3GW_MAX_HEADER_SIZE": "1024"}).start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="headers")
+        s3.put_object(Bucket="headers", Key="k", Body=b"x", Metadata={"m": "v" * 500})
+        url = f"{server.url}/headers/k"
+        headers = raw.sign("GET", url)
+        headers["x-padding"] = "p" * 2000  # unsigned, but refused before auth is looked at
+        reply = raw.send("GET", url, headers)
+        assert reply.status == 400
+    finally:
+        server.stop()
