@@ -40,6 +40,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/s3gw bench copy
 	$(BIN)/s3gw bench list
 	$(BIN)/s3gw bench s3
+	$(BIN)/s3gw bench digest
 
 # ceph's s3-tests against a gateway started for the run (see s3tests/README.md):
 #   make s3tests S3TESTS_DIR=/path/to/s3-tests [S3TESTS_ARGS='-k multipart']

@@ -38,7 +38,8 @@ def sweep(settings: Settings) -> None:
 
 def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     """The application of one process. A `worker` shares a folder its parent swept."""
-    log.info("%s", digest.configure(settings.md5_backend))
+    line = digest.configure(settings.md5_backend)
+    log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     settings.data.mkdir(parents=True, exist_ok=True)
     store = Store(settings.data, inline_max=settings.inline_max, shared=worker)
     if not worker:

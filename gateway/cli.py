@@ -7,7 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import bench, config, logs, server
+from . import bench, config, digest, logs, server
+from .store.blobs import FolderInUse
 
 
 def _credentials(settings: config.Settings) -> None:
@@ -19,7 +20,6 @@ def _credentials(settings: config.Settings) -> None:
 
 
 def _fsck(args: argparse.Namespace) -> int:
-    from .store.blobs import FolderInUse
     from .store.fsck import check
 
     try:
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = config.settings_from(args)
     logs.configure(settings.log_level, settings.log_format)
     if args.command == "serve":
-        server.serve(settings)
+        try:
+            server.serve(settings)
+        except (digest.DigestError, FolderInUse) as exc:
+            raise SystemExit(f"s3gw serve: {exc}") from None
     else:
         _credentials(settings)

@@ -10,6 +10,7 @@ import importlib
 # their heavy dependencies (boto3, ...) inside run(), so the CLI starts fast.
 BENCHMARKS = {
     "copy": "gateway.bench.copy",
+    "digest": "gateway.bench.digest",
     "list": "gateway.bench.listing",
     "s3": "gateway.bench.s3",
 }

@@ -83,14 +83,13 @@ async def _small(
 
     signer = Signer()
     latencies: list[float] = []
-    errors = 0
+    errors: dict[int, int] = {}
     deadline = time.perf_counter() + seconds
     cpu = time.process_time()
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def worker(n: int) -> None:
-            nonlocal errors
             i = 0
             while time.perf_counter() < deadline:
                 url = f"{endpoint}/bench/small-{n}-{i % 50}"
@@ -104,7 +103,7 @@ async def _small(
                 ) as response:
                     await response.read()
                     if response.status != 200:
-                        errors += 1
+                        errors[response.status] = errors.get(response.status, 0) + 1
                 latencies.append(time.perf_counter() - start)
 
         await asyncio.gather(*(worker(n) for n in range(concurrency)))
