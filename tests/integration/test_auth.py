@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import raw
+from tests import awscli, raw
 from tests.server import ACCESS_KEY
 
 
@@ -88,38 +88,6 @@ def test_default_boto3_presigned_url_is_v2_and_works(gateway, s3, bucket):
     assert reply.status == 403
 
 
-def _aws(gateway, *args: str, config: str = "") -> str:
-    import os
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from tests.server import SECRET_KEY
-
-    with tempfile.NamedTemporaryFile("w", suffix=".cfg") as cfg:
-        cfg.write(config)
-        cfg.flush()
-        env = {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": cfg.name,
-            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-        }
-        aws = str(Path(sys.executable).parent / "aws")
-        out = subprocess.run(
-            [aws, "--endpoint-url", gateway.url, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 @pytest.mark.parametrize(
     "config", ["", "[default]\ns3 =\n    signature_version = s3v4\n"], ids=["default", "s3v4"]
 )
@@ -127,7 +95,9 @@ def test_aws_cli_presign(gateway, s3, bucket, config):
     import urllib.request
 
     s3.put_object(Bucket=bucket, Key="shared file.txt", Body=b"presigned by aws-cli")
-    url = _aws(gateway, "s3", "presign", f"s3://{bucket}/shared file.txt", config=config)
+    url = awscli.ok(
+        gateway.url, "s3", "presign", f"s3://{bucket}/shared file.txt", config=config
+    ).strip()
     assert ("X-Amz-Signature=" in url) == bool(config)
     with urllib.request.urlopen(url) as resp:
         assert resp.read() == b"presigned by aws-cli"

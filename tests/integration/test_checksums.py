@@ -9,7 +9,7 @@ import zlib
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import raw
+from tests import awscli, raw
 from tests.datadir import inspect
 
 
@@ -93,12 +93,10 @@ def test_damaged_aws_chunked_bodies_are_refused(gateway, s3, bucket):
 
 
 def test_aws_cli_put_object_with_crc32c(gateway, s3, bucket, tmp_path):
-    from tests.integration.test_auth import _aws
-
     source = tmp_path / "f.bin"
     source.write_bytes(os.urandom(50_000))
-    out = _aws(
-        gateway, "s3api", "put-object", "--bucket", bucket, "--key", "cli",
+    out = awscli.ok(
+        gateway.url, "s3api", "put-object", "--bucket", bucket, "--key", "cli",
         "--body", str(source), "--checksum-algorithm", "CRC32C",
     )  # fmt: skip
     assert "ChecksumCRC32C" in out

@@ -6,44 +6,20 @@ import hashlib
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import awscli
 from tests.server import GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-def aws_env(server: GatewayProcess, access_key: str, secret_key: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "AWS_ACCESS_KEY_ID": access_key,
-        "AWS_SECRET_ACCESS_KEY": secret_key,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": "/dev/null",
-        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    }
+BIN = awscli.BIN
 
 
 def test_aws_cli_round_trip(gateway, tmp_path):
-    from tests.server import ACCESS_KEY, SECRET_KEY
-
-    env = aws_env(gateway, ACCESS_KEY, SECRET_KEY)
-
     def aws(*args: str) -> str:
-        out = subprocess.run(
-            [str(BIN / "aws"), "--endpoint-url", gateway.url, *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr
-        return out.stdout
+        return awscli.ok(gateway.url, *args)
 
     source = tmp_path / "up.bin"
     data = os.urandom(3 * 2**20 + 5)

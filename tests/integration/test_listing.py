@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server import ACCESS_KEY, SECRET_KEY
+from tests import awscli
 
 
 def model(keys: list[str], prefix: str, delimiter: str) -> list[tuple[str, str]]:
@@ -158,39 +154,25 @@ def test_url_encoding_of_odd_keys(s3, bucket):
     assert listed == sorted(keys, key=str.encode)
 
 
-def _aws(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": "/dev/null",
-    }
-    aws = str(Path(sys.executable).parent / "aws")
-    return subprocess.run(
-        [aws, "--endpoint-url", url, *args], env=env, capture_output=True, text=True, timeout=120
-    )
-
-
 def test_aws_cli_ls_and_sync(gateway, s3, bucket, tmp_path):
     source = tmp_path / "src"
     for rel in ["a.txt", "dir/b.txt", "dir/sub/c.txt", "space name.txt"]:
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text(rel)
-    out = _aws(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
+    out = awscli.run(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
     assert out.returncode == 0, out.stderr
-    out = _aws(gateway.url, "s3", "ls", "--recursive", f"s3://{bucket}")
+    out = awscli.run(gateway.url, "s3", "ls", "--recursive", f"s3://{bucket}")
     assert out.returncode == 0, out.stderr
     listed = sorted(line.split(None, 3)[3] for line in out.stdout.splitlines())
     assert listed == ["tree/a.txt", "tree/dir/b.txt", "tree/dir/sub/c.txt", "tree/space name.txt"]
     # A second sync has nothing to do; a changed file is uploaded again; sync back down.
-    again = _aws(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
+    again = awscli.run(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
     assert again.returncode == 0 and "upload:" not in again.stdout
     (source / "a.txt").write_text("changed, and longer")
-    changed = _aws(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
+    changed = awscli.run(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
     assert "upload:" in changed.stdout and "a.txt" in changed.stdout
     target = tmp_path / "dst"
-    down = _aws(gateway.url, "s3", "sync", f"s3://{bucket}/tree", str(target))
+    down = awscli.run(gateway.url, "s3", "sync", f"s3://{bucket}/tree", str(target))
     assert down.returncode == 0, down.stderr
     assert (target / "dir" / "sub" / "c.txt").read_text() == "dir/sub/c.txt"
     assert (target / "a.txt").read_text() == "changed, and longer"

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import raw
+from tests import awscli, raw
 from tests.datadir import inspect
-from tests.server import ACCESS_KEY, SECRET_KEY
 
 MIB = 2**20
 
@@ -258,22 +254,7 @@ def test_delete_bucket_drops_pending_uploads(s3, gateway):
 def test_aws_cli_server_side_copy_of_100_mib(gateway, s3, bucket, tmp_path):
     data = os.urandom(100 * MIB)
     s3.put_object(Bucket=bucket, Key="k", Body=data)
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": "/dev/null",
-    }
-    aws = str(Path(sys.executable).parent / "aws")
-    out = subprocess.run(
-        [aws, "--endpoint-url", gateway.url, "s3", "cp", f"s3://{bucket}/k", f"s3://{bucket}/k2"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
+    awscli.ok(gateway.url, "s3", "cp", f"s3://{bucket}/k", f"s3://{bucket}/k2")
     head = s3.head_object(Bucket=bucket, Key="k2")
     assert head["ETag"].endswith('-13"')  # aws-cli copied it in 8 MiB UploadPartCopy parts
     body = s3.get_object(Bucket=bucket, Key="k2")["Body"].read()
