@@ -38,6 +38,8 @@ class Settings:
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
     max_header_size: int = 8190
+    idle_timeout: float = 75.0
+    max_uploads: int = 256
     workers: int = 1
     md5_backend: str = "hashlib"
     log_level: str = "info"
@@ -58,6 +60,8 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
     ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
     ("max-header-size", int, 8190, "longest request line or header line, in bytes"),
+    ("idle-timeout", float, 75.0, "seconds a kept-alive connection may sit idle"),
+    ("max-uploads", int, 256, "request bodies received at once per worker; more: 503 SlowDown"),
     # AWS answers RequestTimeout after about 20 s without a byte of the body.
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
@@ -121,6 +125,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         inline_max=args.inline_max,
         body_timeout=args.body_timeout,
         max_header_size=args.max_header_size,
+        idle_timeout=args.idle_timeout,
+        max_uploads=args.max_uploads,
         workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
         md5_backend=args.md5_backend,
         log_level=args.log_level,

@@ -85,6 +85,7 @@ async def _site(
         lingering_time=2.0,
         max_line_size=settings.max_header_size,
         max_field_size=settings.max_header_size,
+        keepalive_timeout=settings.idle_timeout,
     )
     await runner.setup()
     site = web.TCPSite(

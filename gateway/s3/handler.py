@@ -103,6 +103,7 @@ class S3Handler:
         self.settings = settings
         self.auth = Authenticator(users, settings.region)
         self.users_by_id = {u.canonical_id: u for u in users.values()}
+        self.receiving = 0  # request bodies being received now (uploads)
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         request_id = secrets.token_hex(8).upper()
@@ -215,9 +216,16 @@ class S3Handler:
             payload=payload,
             users_by_id=self.users_by_id,
         )
+        upload = request.body_exists
+        if upload and self.receiving >= self.settings.max_uploads:
+            # Each body holds a tmp file and up to two 1 MiB batches: past the limit the
+            # client is asked to come back (503 SlowDown is retried by every SDK).
+            raise S3Error("SlowDown")
+        self.receiving += upload
         try:
             return await operation(ctx)
         finally:
+            self.receiving -= upload
             request[RECEIVED] = payload.received
 
     def _error(self, request: web.Request, exc: S3Error, request_id: str) -> web.Response:

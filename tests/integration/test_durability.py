@@ -186,3 +186,32 @@ def test_max_header_size_is_configurable(tmp_path):
         assert reply.status == 400
     finally:
         server.stop()
+
+
+def test_limits_on_uploads_and_idle_connections(tmp_path):
+    import socket
+
+    server = GatewayProcess(
+        tmp_path / "data", {"S3GW_MAX_UPLOADS": "1", "S3GW_IDLE_TIMEOUT": "1", "S3GW_WORKERS": "1"}
+    ).start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="limits")
+        first = _start_put(f"{server.url}/limits/a", 4 * 2**20, os.urandom(2**20))
+        _wait_for_tmp(server.data, 2**20)  # the first body is being received
+        url = f"{server.url}/limits/b"
+        reply = raw.signed("PUT", url, body=b"second")
+        assert (reply.status, reply.code) == (503, "SlowDown")
+        first.send(os.urandom(3 * 2**20))
+        assert first.getresponse().status == 200
+        first.close()
+        assert raw.signed("PUT", url, body=b"second").status == 200
+        # An idle kept-alive connection is closed after the idle timeout.
+        host, port = server.url.rsplit("/", 1)[1].split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"GET /health/live HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            time.sleep(2.5)
+            assert sock.recv(4096) == b""  # closed by the server
+    finally:
+        server.stop()
