@@ -38,7 +38,8 @@ class Settings:
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
     max_header_size: int = 8190
-    idle_timeout: float = 75.0
+    idle_timeout: float = 20.0
+    max_xml_size: int = 4 * 1024 * 1024
     max_uploads: int = 256
     workers: int = 1
     md5_backend: str = "hashlib"
@@ -60,7 +61,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
     ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
     ("max-header-size", int, 8190, "longest request line or header line, in bytes"),
-    ("idle-timeout", float, 75.0, "seconds a kept-alive connection may sit idle"),
+    # Also bounds a client that never finishes its headers (aiohttp's keep-alive timer runs
+    # until a request is complete); S3 itself drops idle connections after about 20 s.
+    (
+        "max-xml-size",
+        int,
+        4 * 1024 * 1024,
+        "largest XML request body (operations that need less have lower limits)",
+    ),
+    ("idle-timeout", float, 20.0, "seconds a connection may sit idle or in unfinished headers"),
     ("max-uploads", int, 256, "request bodies received at once per worker; more: 503 SlowDown"),
     # AWS answers RequestTimeout after about 20 s without a byte of the body.
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
@@ -126,6 +135,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         body_timeout=args.body_timeout,
         max_header_size=args.max_header_size,
         idle_timeout=args.idle_timeout,
+        max_xml_size=args.max_xml_size,
         max_uploads=args.max_uploads,
         workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
         md5_backend=args.md5_backend,

@@ -48,6 +48,11 @@ class Context:
         assert self.route.key is not None
         return self.route.key
 
+    async def read_xml(self, limit: int) -> bytes:
+        """A request's XML body: at most the operation's `limit` bytes, and never more than
+        the configured --max-xml-size."""
+        return await self.payload.read(min(limit, self.settings.max_xml_size))
+
     async def start(self, response: web.StreamResponse) -> None:
         await response.prepare(self.request)
         self.request[RESPONSE_STARTED] = True

@@ -215,3 +215,21 @@ def test_limits_on_uploads_and_idle_connections(tmp_path):
             assert sock.recv(4096) == b""  # closed by the server
     finally:
         server.stop()
+
+
+def test_max_xml_size_is_configurable(tmp_path):
+    import base64
+    import hashlib
+
+    server = GatewayProcess(tmp_path / "data", {"S3GW_MAX_XML_SIZE": "1000"}).start()
+    try:
+        server.client().create_bucket(Bucket="xml-limit")
+        objects = "".join(f"<Object><Key>key-{i:04d}</Key></Object>" for i in range(40))
+        body = f"<Delete>{objects}</Delete>".encode()  # about 1.4 KB: fine by default
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        reply = raw.signed(
+            "POST", f"{server.url}/xml-limit?delete", {"Content-MD5": md5}, body=body
+        )
+        assert (reply.status, reply.code) == (400, "MaxMessageLengthExceeded")
+    finally:
+        server.stop()

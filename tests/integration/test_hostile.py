@@ -1288,11 +1288,6 @@ def test_stalled_body_is_timed_out_and_freed(stalled: Stalled) -> None:
     assert stalled.server.client().list_objects_v2(Bucket="stalled")["KeyCount"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: no header read timeout: a client that never finishes its headers (slowloris) "
-    f"keeps its connection for good (nothing after {STALL_SECONDS} s)",
-)
 def test_stalled_headers_are_timed_out(stalled: Stalled) -> None:
     answer = _let_go(stalled, "headers")
     assert answer is not None, f"still waiting for the headers after {STALL_SECONDS} s"

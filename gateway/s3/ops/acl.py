@@ -65,7 +65,7 @@ async def get_object_acl(ctx: Context) -> web.StreamResponse:
 
 async def _put_acl(ctx: Context, owner: str) -> web.StreamResponse:
     check_canned_acl(ctx.headers)
-    body = await ctx.payload.read(MAX_ACL_BODY)
+    body = await ctx.read_xml(MAX_ACL_BODY)
     if body.strip():
         root = xml.parse(body)
         if root.tag != "AccessControlPolicy":

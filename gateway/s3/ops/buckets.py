@@ -96,7 +96,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
         raise S3Error("InvalidBucketName", BucketName=name)
     if ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
         raise S3Error("NotImplemented", "Object Lock is not supported")
-    body = await ctx.payload.read(MAX_XML_BODY)
+    body = await ctx.read_xml(MAX_XML_BODY)
     region = ctx.settings.region
     if body.strip():
         root = xml.parse(body)

@@ -107,7 +107,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.query["uploadId"]
     condition = write_condition(ctx)
-    root = xml.parse(await ctx.payload.read(MAX_COMPLETE_BODY))
+    root = xml.parse(await ctx.read_xml(MAX_COMPLETE_BODY))
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
     chosen: list[tuple[int, str]] = []

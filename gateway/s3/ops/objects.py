@@ -297,7 +297,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
         # AWS requires an integrity header on this operation.
         raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
     expected_md5 = content_md5(ctx.headers)
-    body = await ctx.payload.read(MAX_XML_BODY)
+    body = await ctx.read_xml(MAX_XML_BODY)
     if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
         raise S3Error("BadDigest")
     root = xml.parse(body)
