@@ -310,7 +310,7 @@ class Authenticator:
                 ArgumentName="Authorization",
                 ArgumentValue=_printable(authorization),
             )
-        user = self._v2_user(access_key)
+        user = self._user(access_key)
         amz_date = _joined(headers, "x-amz-date")
         date = amz_date if amz_date is not None else _joined(headers, "date")
         when = _parse_http_date(date) if date else None
@@ -318,14 +318,7 @@ class Authenticator:
             raise S3Error(
                 "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
             )
-        now = self._clock()
-        if abs(now - when.timestamp()) > MAX_SKEW_SECONDS:
-            raise S3Error(
-                "RequestTimeTooSkewed",
-                RequestTime=date,
-                ServerTime=_iso8601(now),
-                MaxAllowedSkewMilliseconds=MAX_SKEW_SECONDS * 1000,
-            )
+        self._check_skew(when, date)
         # With x-amz-date the Date line is empty (it is signed among the x-amz-* headers);
         # some clients sign the Date header anyway, so that form is tried second.
         date_lines = [""] if amz_date is not None else []
@@ -352,15 +345,9 @@ class Authenticator:
                 Expires=_iso8601(int(expires)),
                 ServerTime=_iso8601(now),
             )
-        user = self._v2_user(auth["AWSAccessKeyId"])
+        user = self._user(auth["AWSAccessKeyId"])
         signed_params = [(n, v) for n, v in params if unquote(n) not in ("Signature",)]
         return self._v2_verify(request, headers, signed_params, user, auth["Signature"], [expires])
-
-    def _v2_user(self, access_key: str) -> User:
-        user = self._users.get(access_key)
-        if user is None:
-            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=_printable(access_key))
-        return user
 
     def _v2_verify(
         self,
@@ -403,6 +390,23 @@ class Authenticator:
 
     # -- shared -----------------------------------------------------------------------------
 
+    def _check_skew(self, when: dt.datetime, sent: str) -> None:
+        """Header-signed requests must be within 15 minutes of the server's clock."""
+        now = self._clock()
+        if abs(now - when.timestamp()) > MAX_SKEW_SECONDS:
+            raise S3Error(
+                "RequestTimeTooSkewed",
+                RequestTime=sent,
+                ServerTime=_iso8601(now),
+                MaxAllowedSkewMilliseconds=MAX_SKEW_SECONDS * 1000,
+            )
+
+    def _user(self, access_key: str) -> User:
+        user = self._users.get(access_key)
+        if user is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=_printable(access_key))
+        return user
+
     def _check_scope(self, credential: _Credential, amz_date: str, dialect: _Dialect) -> None:
         if credential.terminator != TERMINATOR:
             raise S3Error(
@@ -436,19 +440,10 @@ class Authenticator:
         claim: _Claim,
     ) -> AuthResult:
         credential = claim.credential
-        user = self._users.get(credential.access_key)
-        if user is None:
-            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=_printable(credential.access_key))
+        user = self._user(credential.access_key)
         if claim.excluded_param is None:
             # Presigned URLs have their own window (X-Amz-Expires), checked while parsing.
-            now = self._clock()
-            if abs(now - claim.when.timestamp()) > MAX_SKEW_SECONDS:
-                raise S3Error(
-                    "RequestTimeTooSkewed",
-                    RequestTime=claim.amz_date,
-                    ServerTime=_iso8601(now),
-                    MaxAllowedSkewMilliseconds=MAX_SKEW_SECONDS * 1000,
-                )
+            self._check_skew(claim.when, claim.amz_date)
 
         signing_key = _signing_key(
             user.secret_key, credential.date, credential.region, credential.service
