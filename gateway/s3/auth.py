@@ -45,7 +45,7 @@ MAX_SKEW_SECONDS = 15 * 60
 MAX_EXPIRES_SECONDS = 7 * 24 * 60 * 60
 
 # [0-9], not \d: \d also matches non-ASCII digits, which int() and strptime accept.
-_AMZ_DATE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+_AMZ_DATE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # AWS UriEncode keeps only the unreserved characters; quote() keeps letters and digits itself.
@@ -632,10 +632,11 @@ def _header_date(headers: Mapping[str, list[str]]) -> tuple[str, dt.datetime]:
 
 def _parse_amz_date(value: str) -> dt.datetime | None:
     # strptime alone would accept one-digit fields; the wire format is fixed-width.
-    if not _AMZ_DATE.fullmatch(value):
+    m = _AMZ_DATE.fullmatch(value)
+    if m is None:
         return None
     try:
-        return dt.datetime.strptime(value, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+        return dt.datetime(*map(int, m.groups()), tzinfo=dt.UTC)
     except ValueError:
         return None
 

@@ -38,6 +38,9 @@ class _Patient:
         self._timeout = timeout
 
     async def readany(self) -> bytes:
+        # What has arrived already needs no timer (a small body is usually all there).
+        if data := self._content.read_nowait():
+            return data
         try:
             return await asyncio.wait_for(self._content.readany(), self._timeout)
         except TimeoutError as exc:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -177,16 +179,18 @@ def require_bucket(conn: sqlite3.Connection, name: str) -> Bucket:
 # --- blobs and references -----------------------------------------------------------------------
 
 
-def insert_blob(conn: sqlite3.Connection, blob: StagedBlob) -> None:
-    conn.execute(
-        "INSERT INTO blobs (id, size, refs, data) VALUES (?, ?, 0, ?)",
-        (blob.id, blob.size, blob.data),
-    )
-
-
-def retain(conn: sqlite3.Connection, extents: Iterable[Extent]) -> None:
-    """One reference per extent. Raises SourceChanged if a blob is gone (released meanwhile)."""
-    for blob, n in Counter(e.blob for e in extents).items():
+def retain(
+    conn: sqlite3.Connection, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()
+) -> None:
+    """One reference per extent; `new_blobs` (staged by this request) are inserted with
+    theirs. Raises SourceChanged if a blob is gone (released meanwhile)."""
+    counts = Counter(e.blob for e in extents)
+    for blob in new_blobs:
+        conn.execute(
+            "INSERT INTO blobs (id, size, refs, data) VALUES (?, ?, ?, ?)",
+            (blob.id, blob.size, counts.pop(blob.id, 0), blob.data),
+        )
+    for blob, n in counts.items():
         cur = conn.execute("UPDATE blobs SET refs = refs + ? WHERE id = ?", (n, blob))
         if cur.rowcount != 1:
             raise errors.SourceChanged("a blob of the source was released concurrently")
@@ -197,14 +201,14 @@ def release(conn: sqlite3.Connection, extents: Iterable[Extent]) -> list[str]:
     blob *files* to unlink once the transaction has committed."""
     files: list[str] = []
     for blob, n in Counter(e.blob for e in extents).items():
+        # Most blobs have one user: try the delete first, one statement in that case.
         row = conn.execute(
-            "UPDATE blobs SET refs = refs - ? WHERE id = ? RETURNING refs, data IS NULL",
-            (n, blob),
+            "DELETE FROM blobs WHERE id = ? AND refs <= ? RETURNING data IS NULL", (blob, n)
         ).fetchone()
-        if row is not None and row[0] <= 0:
-            conn.execute("DELETE FROM blobs WHERE id = ?", (blob,))
-            if row[1]:
-                files.append(blob)
+        if row is None:
+            conn.execute("UPDATE blobs SET refs = refs - ? WHERE id = ?", (n, blob))
+        elif row[0]:
+            files.append(blob)
     return files
 
 
@@ -273,13 +277,13 @@ def put_object(
     """Insert or replace an object. References to its extents are taken before the replaced
     object's are dropped, in this one transaction, so replacing an object by a copy of itself
     never frees a blob it still uses. Returns blob files to unlink after commit."""
-    require_bucket(conn, obj.bucket)
-    for blob in new_blobs:
-        insert_blob(conn, blob)
-    retain(conn, obj.extents)
+    retain(conn, obj.extents, new_blobs)
     dropped = _delete_object_row(conn, obj.bucket, obj.key)
-    conn.execute(
-        f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    # The bucket is checked by the insert itself (one statement less per PUT); what ran
+    # before is undone with the failing write's savepoint.
+    cur = conn.execute(
+        f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) "
+        "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
         (
             obj.bucket,
             obj.key.encode(),
@@ -291,8 +295,11 @@ def put_object(
             encode_manifest(obj.extents),
             json.dumps(list(obj.parts)) if obj.parts else None,
             obj.upload_id,
+            obj.bucket,
         ),
     )
+    if cur.rowcount != 1:
+        raise errors.NoSuchBucket(BucketName=obj.bucket)
     return dropped
 
 
@@ -470,9 +477,7 @@ def put_part(
     conn: sqlite3.Connection, part: Part, new_blobs: Sequence[StagedBlob] = ()
 ) -> list[str]:
     """Store a part (replacing a part with the same number). Returns files to unlink."""
-    for blob in new_blobs:
-        insert_blob(conn, blob)
-    retain(conn, part.extents)
+    retain(conn, part.extents, new_blobs)
     old = conn.execute(
         "DELETE FROM parts WHERE upload_id = ? AND number = ? RETURNING manifest",
         (part.upload_id, part.number),
@@ -665,6 +670,10 @@ class CatalogWriter:
 
     def _run(self) -> None:
         conn = connect(self._path)
+        # The writers of several worker processes take turns by this lock rather than by
+        # SQLite's busy handler, which sleeps 1, 2, 5 ... ms between tries: flock wakes the
+        # next writer as soon as the lock is free, and meanwhile its group grows.
+        turn = os.open(f"{self._path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             while True:
                 first = self._queue.get()
@@ -672,22 +681,30 @@ class CatalogWriter:
                     return
                 group = [first]
                 stop = False
-                while len(group) < self.MAX_GROUP:
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is None:
-                        stop = True
-                        break
-                    group.append(item)
-                self._commit(conn, group)
+                fcntl.flock(turn, fcntl.LOCK_EX)
+                try:
+                    while len(group) < self.MAX_GROUP:
+                        try:
+                            item = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if item is None:
+                            stop = True
+                            break
+                        group.append(item)
+                    settle = self._commit(conn, group)
+                finally:
+                    fcntl.flock(turn, fcntl.LOCK_UN)
+                settle()
                 if stop:
                     return
         finally:
             conn.close()
+            os.close(turn)
 
-    def _commit(self, conn: sqlite3.Connection, group: list[Any]) -> None:
+    def _commit(self, conn: sqlite3.Connection, group: list[Any]) -> Callable[[], None]:
+        """Run and commit a group; returns what answers its requests (called once the
+        writer's turn is over)."""
         outcomes: list[tuple[Any, BaseException | None]] = []
         to_unlink: list[str] = []
         try:
@@ -719,9 +736,8 @@ class CatalogWriter:
         if to_unlink:
             # Answer once the space is released too, but off this thread: the next group
             # can commit meanwhile.
-            self._pool.submit(self._unlink_then_settle, to_unlink, settle)
-        else:
-            _settle_all(settle)
+            return lambda: self._pool.submit(self._unlink_then_settle, to_unlink, settle)
+        return lambda: _settle_all(settle)
 
     def _unlink_then_settle(self, files: list[str], settle: list[Any]) -> None:
         try:
@@ -732,14 +748,19 @@ class CatalogWriter:
 
 
 def _settle_all(settle: list[Any]) -> None:
-    for loop, fut, result, exc in settle:
-        loop.call_soon_threadsafe(_settle, fut, result, exc)
+    # One wake-up per event loop for the whole group, not one per request.
+    by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+    for loop, *outcome in settle:
+        by_loop.setdefault(loop, []).append(outcome)
+    for loop, outcomes in by_loop.items():
+        loop.call_soon_threadsafe(_settle, outcomes)
 
 
-def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if fut.done():  # the request went away; its outcome stands regardless
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(result)
+def _settle(outcomes: list[Any]) -> None:
+    for fut, result, exc in outcomes:
+        if fut.done():  # the request went away; its outcome stands regardless
+            continue
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)

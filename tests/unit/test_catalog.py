@@ -221,9 +221,11 @@ def test_retain_of_a_released_blob_is_source_changed(conn: sqlite3.Connection) -
 def test_release_returns_only_blobs_reaching_zero(conn: sqlite3.Connection) -> None:
     f, g, i = next(_blob_ids), next(_blob_ids), next(_blob_ids)
     with transaction(conn):
-        for blob in (staged(f), staged(g), staged(i, 1, b"x")):
-            catalog.insert_blob(conn, blob)
-        catalog.retain(conn, [Extent(f, 0, 1), Extent(f, 1, 1), Extent(g, 0, 1), Extent(i, 0, 1)])
+        catalog.retain(
+            conn,
+            [Extent(f, 0, 1), Extent(f, 1, 1), Extent(g, 0, 1), Extent(i, 0, 1)],
+            [staged(f), staged(g), staged(i, 1, b"x")],
+        )
         released = catalog.release(
             conn, [Extent(f, 0, 1), Extent(g, 0, 1), Extent(i, 0, 1), Extent("unknown", 0, 1)]
         )
