@@ -43,6 +43,7 @@ class Settings:
     max_uploads: int = 256
     workers: int = 1
     md5_backend: str = "hashlib"
+    loop: str = "auto"
     log_level: str = "info"
     log_format: str = "text"
     max_object_size: int = MAX_OBJECT_SIZE
@@ -75,6 +76,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
+    ("loop", str, "auto", "event loop: asyncio, uvloop, or auto (uvloop when installed)"),
     ("log-level", str, "info", "debug, info, warning or error"),
     ("log-format", str, "text", "text, or json: one JSON object per line"),
 ]
@@ -139,6 +141,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_uploads=args.max_uploads,
         workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
         md5_backend=args.md5_backend,
+        loop=args.loop,
         log_level=args.log_level,
         log_format=args.log_format,
     )

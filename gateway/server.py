@@ -23,9 +23,11 @@ import ssl
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -39,10 +41,33 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def serve(settings: Settings) -> None:
+    _loop_factory(settings.loop)  # a bad --loop fails here, before anything starts
     if settings.workers <= 1:
-        asyncio.run(_serve_one(settings))
+        _run(settings, _serve_one(settings))
     else:
         _serve_workers(settings)
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop (the `fast` extra) when asked for, or for `auto` when it is installed."""
+    if name == "asyncio":
+        return None
+    if name not in ("auto", "uvloop"):
+        raise SystemExit(f"--loop must be auto, asyncio or uvloop, not {name!r}")
+    try:
+        import uvloop
+    except ImportError:
+        if name == "uvloop":
+            raise SystemExit(
+                "--loop uvloop: uvloop is not installed (pip install 's3gw[fast]')"
+            ) from None
+        return None
+    return uvloop.new_event_loop
+
+
+def _run(settings: Settings, main: Coroutine[Any, Any, None]) -> None:
+    with asyncio.Runner(loop_factory=_loop_factory(settings.loop)) as runner:
+        runner.run(main)
 
 
 def _tls(settings: Settings) -> tuple[ssl.SSLContext | None, Path | None]:
@@ -68,7 +93,9 @@ def _banner(settings: Settings, url: str, cert: Path | None) -> None:
     # on" last, so that whoever waits for it has seen the rest.
     if cert is not None:
         print(f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})", file=sys.stderr)
-    for line in describe(settings, url):
+    factory = _loop_factory(settings.loop)
+    loop = "asyncio" if factory is None else factory.__module__.split(".")[0]
+    for line in describe(settings, url, loop):
         print(line, file=sys.stderr, flush=True)
 
 
@@ -147,7 +174,7 @@ def _worker(settings: Settings, metrics_dir: Path, ready: Connection, parent: in
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us with SIGTERM
     metrics.use_directory(metrics_dir)
-    asyncio.run(_work(settings, ready))
+    _run(settings, _work(settings, ready))
 
 
 def _reserve_port(settings: Settings) -> tuple[socket.socket, int]:

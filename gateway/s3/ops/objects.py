@@ -245,18 +245,28 @@ async def _send_object(
     if reader is None or length == 0:
         await response.write_eof()
         return response
-    span = reader.single_file(start, length)
-    transport = ctx.request.transport
-    if span is not None and transport is not None:
-        fd, offset = span
-        # sendfile: the kernel copies from the page cache to the socket, no Python buffers.
-        with os.fdopen(os.dup(fd), "rb") as f:
-            await asyncio.get_running_loop().sendfile(transport, f, offset, length)
-    else:
+    if not await _sendfile(ctx, reader, start, length):
         async for chunk in reader.chunks(start, length):
             await response.write(chunk)
     await response.write_eof()
     return response
+
+
+async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int) -> bool:
+    """Send a range that lies in one blob file with sendfile: the kernel copies from the page
+    cache to the socket, no Python buffers. False if it cannot (inline bytes, several blobs,
+    TLS, or an event loop without sendfile, such as uvloop)."""
+    span = reader.single_file(start, length)
+    transport = ctx.request.transport
+    if span is None or transport is None:
+        return False
+    fd, offset = span
+    with os.fdopen(os.dup(fd), "rb") as f:
+        try:
+            await asyncio.get_running_loop().sendfile(transport, f, offset, length)
+        except NotImplementedError:
+            return False
+    return True
 
 
 def _requested_part(
