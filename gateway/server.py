@@ -4,8 +4,9 @@ Python runs one thread of Python at a time, so both cores need two processes. Th
 the data folder, sweeps what a crash left, then forks the workers before any thread exists (a
 fork copies only the calling thread); each worker opens the folder shared and listens on the
 same port, and the kernel spreads connections over them. They share the SQLite catalog, which
-takes one writer at a time (busy handling in catalog.connect), and the blob files, which are
-immutable. The parent restarts a worker that dies, and stops them all on SIGTERM or SIGINT.
+takes one writer at a time (the workers' writers take turns: catalog.CatalogWriter), and the
+blob files, which are immutable. The parent restarts a worker that dies, and stops them all on
+SIGTERM or SIGINT.
 """
 
 from __future__ import annotations

@@ -16,9 +16,7 @@ import fcntl
 import json
 import logging
 import os
-import queue
 import sqlite3
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -627,15 +625,23 @@ def list_uploads(
 
 
 class CatalogWriter:
-    """The one thread that writes the catalog, with group commit.
+    """The one writing connection of a process, with group commit.
 
-    Requests queue closures; the thread runs every closure waiting in the queue inside one
-    transaction (each in its own savepoint, so one failing closure does not undo the others),
-    commits once (one WAL fsync for the group), and only then resolves the waiting futures.
-    A closure returns (result, blob files to unlink after the commit); files the request
-    staged are unlinked by the writer when its closure fails, so a request that disappears
-    meanwhile can neither leak a blob nor delete one a committed object uses. Requests are
-    answered once the files their group released are gone: a 204 means the space is free.
+    Requests hand in closures. The writes waiting when a group starts run in one transaction,
+    each in its own savepoint (one failing write does not undo the others), and are committed
+    together (one WAL fsync for the group); their requests are answered only after the
+    commit, and after the blob files the group released are gone (a 204 means the space is
+    free). A closure returns (result, blob files to unlink after the commit); files the
+    request staged are unlinked when its closure fails, so a request that disappears meanwhile
+    can neither leak a blob nor delete one a committed object uses.
+
+    The statements run on the event loop and only the COMMIT in a thread: sqlite3 releases
+    the GIL around every statement, and a writer thread then waited, statement by statement,
+    for a busy event loop to hand the GIL back (that, not the fsync, capped a worker's small
+    PUTs). Closures marked `long` (thousands of statements) run in the thread instead, so as
+    not to stall the loop. The writers of several worker processes take turns by an flock
+    rather than by SQLite's busy handler, which sleeps 1, 2, 5 ... ms between tries: flock
+    hands the turn over at once, and meanwhile the waiting worker's group grows.
     """
 
     MAX_GROUP = 256
@@ -646,70 +652,77 @@ class CatalogWriter:
         unlink: Callable[[list[str]], None],
         pool: concurrent.futures.Executor,
     ) -> None:
-        self._path = path
+        self._conn = connect(path)
+        self._turn = os.open(f"{path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._unlink = unlink
         self._pool = pool
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="catalog-writer", daemon=True)
-        self._thread.start()
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="catalog")
+        self._pending: list[tuple[Callable[..., Any], list[str], asyncio.Future[Any], bool]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
     async def run(
         self,
         fn: Callable[[sqlite3.Connection], tuple[T, list[str]]],
         staged: Sequence[str] = (),
+        *,
+        long: bool = False,
     ) -> T:
         """Run `fn` in a committed transaction; `staged` are blob files to remove if it fails."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, list(staged), fut, loop))
+        self._pending.append((fn, list(staged), fut, long))
+        if self._drainer is None:
+            self._drainer = loop.create_task(self._drain())
         return await fut
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+        self._thread.shutdown(wait=True)
+        self._conn.close()
+        os.close(self._turn)
 
-    def _run(self) -> None:
-        conn = connect(self._path)
-        # The writers of several worker processes take turns by this lock rather than by
-        # SQLite's busy handler, which sleeps 1, 2, 5 ... ms between tries: flock wakes the
-        # next writer as soon as the lock is free, and meanwhile its group grows.
-        turn = os.open(f"{self._path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while True:
-                first = self._queue.get()
-                if first is None:
-                    return
-                group = [first]
-                stop = False
-                fcntl.flock(turn, fcntl.LOCK_EX)
+            while self._pending:
+                group = self._pending[: self.MAX_GROUP]
+                del self._pending[: self.MAX_GROUP]
                 try:
-                    while len(group) < self.MAX_GROUP:
-                        try:
-                            item = self._queue.get_nowait()
-                        except queue.Empty:
-                            break
-                        if item is None:
-                            stop = True
-                            break
-                        group.append(item)
-                    settle = self._commit(conn, group)
-                finally:
-                    fcntl.flock(turn, fcntl.LOCK_UN)
-                settle()
-                if stop:
-                    return
+                    await self._take_turn(loop)
+                    if any(long for *_, long in group):
+                        done = await loop.run_in_executor(
+                            self._thread, self._apply_and_commit, group
+                        )
+                    else:
+                        applied = self._apply(group)
+                        done = await loop.run_in_executor(self._thread, self._commit, *applied)
+                except Exception as exc:  # no turn, or the thread is gone: nothing was written
+                    log.exception("catalog group failed")
+                    done = group, [(None, exc)] * len(group), []
+                self._settle(loop, *done)
         finally:
-            conn.close()
-            os.close(turn)
+            self._drainer = None
 
-    def _commit(self, conn: sqlite3.Connection, group: list[Any]) -> Callable[[], None]:
-        """Run and commit a group; returns what answers its requests (called once the
-        writer's turn is over)."""
+    async def _take_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Tried from the loop, so that the group runs the moment the turn is ours (a turn
+        # taken in a thread would be held while the loop gets round to the group).
+        delay = 0.0001
+        while True:
+            try:
+                fcntl.flock(self._turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:  # another worker is writing
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 0.0005)
+
+    def _apply(self, group: list[Any]) -> tuple[list[Any], list[tuple[Any, Any]], list[str]]:
+        """Begin, and run each closure in its savepoint. An error of the transaction itself
+        (not of a closure) is the whole group's outcome."""
+        conn = self._conn
         outcomes: list[tuple[Any, BaseException | None]] = []
         to_unlink: list[str] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, _staged, _fut, _loop in group:
+            for fn, _staged, _fut, _long in group:
                 conn.execute("SAVEPOINT op")
                 try:
                     result, files = fn(conn)
@@ -721,43 +734,61 @@ class CatalogWriter:
                     conn.execute("RELEASE op")
                     outcomes.append((result, None))
                     to_unlink += files
-            conn.execute("COMMIT")
+        except Exception as exc:
+            log.exception("catalog transaction failed")
+            outcomes = [(None, exc)] * len(group)
+            to_unlink = []
+        return group, outcomes, to_unlink
+
+    def _commit(
+        self, group: list[Any], outcomes: list[tuple[Any, Any]], to_unlink: list[str]
+    ) -> tuple[list[Any], list[tuple[Any, Any]], list[str]]:
+        """COMMIT (the fsync), or roll back what failed; then give the turn back."""
+        conn = self._conn
+        try:
+            if conn.in_transaction:
+                failed = all(exc is not None for _, exc in outcomes) and len(outcomes) > 0
+                conn.execute("ROLLBACK" if failed else "COMMIT")
         except Exception as exc:
             log.exception("catalog commit failed")
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(None, exc)] * len(group)
             to_unlink = []
-        settle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Any, Any]] = []
-        for (_fn, staged, fut, loop), (result, exc) in zip(group, outcomes, strict=True):
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+        return group, outcomes, to_unlink
+
+    def _apply_and_commit(self, group: list[Any]) -> tuple[list[Any], list[Any], list[str]]:
+        return self._commit(*self._apply(group))
+
+    def _settle(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        group: list[Any],
+        outcomes: list[tuple[Any, BaseException | None]],
+        to_unlink: list[str],
+    ) -> None:
+        for (_fn, staged, _fut, _long), (_result, exc) in zip(group, outcomes, strict=True):
             if exc is not None:
                 to_unlink += staged
-            settle.append((loop, fut, result, exc))
-        if to_unlink:
-            # Answer once the space is released too, but off this thread: the next group
-            # can commit meanwhile.
-            return lambda: self._pool.submit(self._unlink_then_settle, to_unlink, settle)
-        return lambda: _settle_all(settle)
+        answers = [(fut, *outcome) for (_, _, fut, _), outcome in zip(group, outcomes, strict=True)]
+        if not to_unlink:
+            _answer(answers)
+            return
+        # Answer once the space is released too, without holding up the next group.
+        unlinked = loop.run_in_executor(self._pool, self._unlink_quietly, to_unlink)
+        unlinked.add_done_callback(lambda _: _answer(answers))
 
-    def _unlink_then_settle(self, files: list[str], settle: list[Any]) -> None:
+    def _unlink_quietly(self, files: list[str]) -> None:
         try:
             self._unlink(files)
         except OSError:
             log.exception("could not remove released blob files (the sweep will)")
-        _settle_all(settle)
 
 
-def _settle_all(settle: list[Any]) -> None:
-    # One wake-up per event loop for the whole group, not one per request.
-    by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-    for loop, *outcome in settle:
-        by_loop.setdefault(loop, []).append(outcome)
-    for loop, outcomes in by_loop.items():
-        loop.call_soon_threadsafe(_settle, outcomes)
-
-
-def _settle(outcomes: list[Any]) -> None:
-    for fut, result, exc in outcomes:
+def _answer(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for fut, result, exc in answers:
         if fut.done():  # the request went away; its outcome stands regardless
             continue
         if exc is not None:

@@ -49,6 +49,8 @@ READ_CHUNK = 1 << 20
 # Objects with at most this many distinct blob files have every file opened before the first
 # byte is sent: a delete that commits meanwhile cannot pull a blob from under the response.
 EAGER_OPEN = 256
+# Catalog writes of more keys or parts than this run in the writer's thread, not on the loop.
+LONG = 32
 
 
 class Store:
@@ -159,7 +161,8 @@ class Store:
         return await self.writer.run(commit)
 
     async def delete_bucket(self, name: str) -> None:
-        await self.writer.run(lambda c: (None, catalog.delete_bucket(c, name)))
+        # Its uploads go with it: any number of statements, run off the event loop.
+        await self.writer.run(lambda c: (None, catalog.delete_bucket(c, name)), long=True)
 
     # --- writing objects -----------------------------------------------------------------------
 
@@ -243,7 +246,9 @@ class Store:
         catalog.check_write(self._reader, bucket, key, condition)
 
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
-        await self.writer.run(lambda c: (None, catalog.delete_objects(c, bucket, keys)))
+        await self.writer.run(
+            lambda c: (None, catalog.delete_objects(c, bucket, keys)), long=len(keys) > LONG
+        )
 
     async def copy_object(
         self,
@@ -395,14 +400,14 @@ class Store:
                 condition,
             )
 
-        return await self.writer.run(commit)
+        return await self.writer.run(commit, long=len(chosen) > LONG)
 
     async def abort_upload(self, upload_id: str, bucket: str, key: str) -> None:
         def commit(conn: sqlite3.Connection) -> tuple[None, list[str]]:
             catalog.get_upload(conn, upload_id, bucket, key)
             return None, catalog.abort_upload(conn, upload_id)
 
-        await self.writer.run(commit)
+        await self.writer.run(commit, long=True)  # any number of parts
 
     async def list_uploads(
         self,
