@@ -558,6 +558,13 @@ class ObjectReader:
             fd = self.fds[blob] = self.store.files.open(blob)
         return fd
 
+    def inline_bytes(self, start: int, length: int) -> bytes | None:
+        """The range's bytes when every one of them is in the catalog (none in a file)."""
+        pieces = slice_extents(self.info.extents, start, length)
+        if any(p.blob not in self.inline for p in pieces):
+            return None
+        return b"".join(self.inline[p.blob][p.offset : p.offset + p.length] for p in pieces)
+
     def single_file(self, start: int, length: int) -> tuple[int, int] | None:
         """(fd, offset) when the range lies within one file blob: it can be sent with sendfile."""
         pieces = slice_extents(self.info.extents, start, length)

@@ -239,6 +239,10 @@ async def _send_object(
         start, length = requested
         status = 206
         headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{obj.size}"
+    small = reader.inline_bytes(start, length) if reader is not None else None
+    if small is not None:
+        # Bytes kept in the catalog: one answer, headers and body in one send.
+        return web.Response(status=status, headers=headers, body=small)
     response = web.StreamResponse(status=status, headers=headers)
     response.content_length = length
     await ctx.start(response)
