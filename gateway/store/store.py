@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from .. import digest, metrics
 from . import catalog, errors
-from .blobs import BlobFiles, FolderLock, new_blob_id
+from .blobs import BlobFiles, FolderLock, new_blob_id, start_writeback
 from .model import (
     Bucket,
     Extent,
@@ -177,25 +177,29 @@ class Store:
         """
         md5 = digest.md5()
         hashers = [md5, *observers]
-        buf = bytearray()
+        # Chunks are kept as they come and joined once per batch: one copy of each byte.
+        batch: list[bytes] = []
+        size = 0
         sink: _BlobSink | None = None
         try:
             async for chunk in chunks:
-                buf += chunk
-                if len(buf) >= BATCH:
+                batch.append(chunk)
+                size += len(chunk)
+                if size >= BATCH:
                     if sink is None:
                         sink = _BlobSink(self, hashers)
-                    await sink.write(bytes(buf))
-                    buf.clear()
-            if sink is None and len(buf) <= self.inline_max:
-                data = bytes(buf)
+                    await sink.write(b"".join(batch))
+                    batch.clear()
+                    size = 0
+            data = b"".join(batch)
+            if sink is None and size <= self.inline_max:
                 for h in hashers:
                     h.update(data)
                 metrics.MD5_BYTES.inc(len(data))
                 return StagedBlob(new_blob_id(), len(data), md5.digest(), data)
             if sink is None:
                 sink = _BlobSink(self, hashers)
-            size = await sink.finish(bytes(buf))
+            size = await sink.finish(data)
             metrics.MD5_BYTES.inc(size)
             return StagedBlob(sink.blob_id, size, md5.digest())
         except BaseException:
@@ -469,8 +473,9 @@ class Store:
 
 
 class _BlobSink:
-    """A blob file being written: batches are hashed and written in the pool, one at a time
-    and in order, while the event loop receives the next batch."""
+    """A blob file being written: each batch is hashed in one pool thread while it is written
+    in another (MD5 and the disk each go at their own speed, not one after the other), in
+    order, one batch in flight, while the event loop receives the next batch."""
 
     def __init__(self, store: Store, hashers: list[digest.Digest]) -> None:
         self.store = store
@@ -479,44 +484,53 @@ class _BlobSink:
         self.fd: int | None = None
         self.tmp: Path | None = None
         self.size = 0
-        self.pending: concurrent.futures.Future[None] | None = None
+        self.pending: list[concurrent.futures.Future[None]] = []
+
+    def _hash(self, data: bytes) -> None:
+        for h in self.hashers:
+            h.update(data)
 
     def _write(self, data: bytes) -> None:
         if self.fd is None:
             self.fd, self.tmp = self.store.files.create_tmp()
-        for h in self.hashers:
-            h.update(data)
         view = memoryview(data)
         while view:
             n = os.write(self.fd, view)
             view = view[n:]
+        start_writeback(self.fd, self.size, len(data))
         self.size += len(data)
 
-    async def write(self, data: bytes) -> None:
-        if self.pending is not None:
-            await asyncio.wrap_future(self.pending)
-        self.pending = self.store.pool.submit(self._write, data)
-
-    def _finish(self, data: bytes) -> int:
+    def _write_and_publish(self, data: bytes) -> None:
         self._write(data)
         assert self.fd is not None and self.tmp is not None
         fd, self.fd = self.fd, None
         self.store.files.publish(fd, self.tmp, self.blob_id)
-        return self.size
+
+    async def _settled(self) -> None:
+        """Wait for the batch in flight; its failure is raised (and it stays pending, for
+        abort to wait on)."""
+        for job in self.pending:
+            await asyncio.wrap_future(job)
+        self.pending = []
+
+    async def write(self, data: bytes) -> None:
+        await self._settled()
+        pool = self.store.pool
+        self.pending = [pool.submit(self._hash, data), pool.submit(self._write, data)]
 
     async def finish(self, data: bytes) -> int:
-        if self.pending is not None:
-            await asyncio.wrap_future(self.pending)
-        self.pending = self.store.pool.submit(self._finish, data)
-        return await asyncio.wrap_future(self.pending)
+        await self._settled()
+        pool = self.store.pool
+        self.pending = [pool.submit(self._hash, data), pool.submit(self._write_and_publish, data)]
+        await self._settled()
+        return self.size
 
     def abort(self) -> None:
         """Remove whatever was written, once the batch in flight (if any) has finished."""
         pending = self.pending
 
         def cleanup() -> None:
-            if pending is not None:
-                concurrent.futures.wait([pending])
+            concurrent.futures.wait(pending)
             if self.tmp is not None:
                 self.store.files.discard_tmp(self.fd, self.tmp)
                 self.fd = None
