@@ -19,12 +19,13 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import digest
 from . import errors
+from .blobs import BlobFiles
 from .model import (
     Bucket,
     Extent,
@@ -630,10 +631,12 @@ class CatalogWriter:
     Requests hand in closures. The writes waiting when a group starts run in one transaction,
     each in its own savepoint (one failing write does not undo the others), and are committed
     together (one WAL fsync for the group); their requests are answered only after the
-    commit, and after the blob files the group released are gone (a 204 means the space is
-    free). A closure returns (result, blob files to unlink after the commit); files the
-    request staged are unlinked when its closure fails, so a request that disappears meanwhile
-    can neither leak a blob nor delete one a committed object uses.
+    commit. A closure returns (result, blob files it released); files the request staged are
+    released when its closure fails, so a request that disappears meanwhile can neither leak
+    a blob nor delete one a committed object uses. Released files are moved out of blobs/
+    (renames) before the group is answered and freed after: a write that replaced a 5 GiB
+    object is not kept waiting while the file system frees it, but a write marked `frees` (a
+    delete) is answered once the space is free.
 
     The statements run on the event loop and only the COMMIT in a thread: sqlite3 releases
     the GIL around every statement, and a writer thread then waited, statement by statement,
@@ -649,15 +652,15 @@ class CatalogWriter:
     def __init__(
         self,
         path: Path,
-        unlink: Callable[[list[str]], None],
+        files: BlobFiles,
         pool: concurrent.futures.Executor,
     ) -> None:
         self._conn = connect(path)
         self._turn = os.open(f"{path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        self._unlink = unlink
+        self._files = files
         self._pool = pool
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="catalog")
-        self._pending: list[tuple[Callable[..., Any], list[str], asyncio.Future[Any], bool]] = []
+        self._pending: list[_Write] = []
         self._drainer: asyncio.Task[None] | None = None
 
     async def run(
@@ -666,11 +669,14 @@ class CatalogWriter:
         staged: Sequence[str] = (),
         *,
         long: bool = False,
+        frees: bool = False,
     ) -> T:
-        """Run `fn` in a committed transaction; `staged` are blob files to remove if it fails."""
+        """Run `fn` in a committed transaction; `staged` are blob files to remove if it fails.
+        `long`: many statements, run off the event loop. `frees`: answer once the space of
+        the files it released is free."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._pending.append((fn, list(staged), fut, long))
+        self._pending.append(_Write(fn, list(staged), fut, long, frees))
         if self._drainer is None:
             self._drainer = loop.create_task(self._drain())
         return await fut
@@ -688,7 +694,7 @@ class CatalogWriter:
                 del self._pending[: self.MAX_GROUP]
                 try:
                     await self._take_turn(loop)
-                    if any(long for *_, long in group):
+                    if any(write.long for write in group):
                         done = await loop.run_in_executor(
                             self._thread, self._apply_and_commit, group
                         )
@@ -722,10 +728,10 @@ class CatalogWriter:
         to_unlink: list[str] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, _staged, _fut, _long in group:
+            for write in group:
                 conn.execute("SAVEPOINT op")
                 try:
-                    result, files = fn(conn)
+                    result, files = write.fn(conn)
                 except Exception as exc:
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
@@ -765,26 +771,50 @@ class CatalogWriter:
     def _settle(
         self,
         loop: asyncio.AbstractEventLoop,
-        group: list[Any],
+        group: list[_Write],
         outcomes: list[tuple[Any, BaseException | None]],
-        to_unlink: list[str],
+        released: list[str],
     ) -> None:
-        for (_fn, staged, _fut, _long), (_result, exc) in zip(group, outcomes, strict=True):
+        for write, (_result, exc) in zip(group, outcomes, strict=True):
             if exc is not None:
-                to_unlink += staged
-        answers = [(fut, *outcome) for (_, _, fut, _), outcome in zip(group, outcomes, strict=True)]
-        if not to_unlink:
-            _answer(answers)
+                released += write.staged
+        soon, later = [], []
+        for write, outcome in zip(group, outcomes, strict=True):
+            (later if write.frees and released else soon).append((write.fut, *outcome))
+        if not released:
+            _answer(soon)
             return
-        # Answer once the space is released too, without holding up the next group.
-        unlinked = loop.run_in_executor(self._pool, self._unlink_quietly, to_unlink)
-        unlinked.add_done_callback(lambda _: _answer(answers))
+        # Off the loop, without holding up the next group.
+        self._pool.submit(self._release, loop, released, soon, later)
 
-    def _unlink_quietly(self, files: list[str]) -> None:
+    def _release(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        released: list[str],
+        soon: list[Any],
+        later: list[Any],
+    ) -> None:
+        retired: list[Path] = []
         try:
-            self._unlink(files)
+            retired = self._files.retire(released)
         except OSError:
-            log.exception("could not remove released blob files (the sweep will)")
+            log.exception("could not move released blob files out (the sweep will remove them)")
+        loop.call_soon_threadsafe(_answer, soon)
+        try:
+            self._files.purge(retired)
+        except OSError:
+            log.exception("could not free released blob files (the sweep will)")
+        if later:
+            loop.call_soon_threadsafe(_answer, later)
+
+
+@dataclass
+class _Write:
+    fn: Callable[[sqlite3.Connection], tuple[Any, list[str]]]
+    staged: list[str]
+    fut: asyncio.Future[Any]
+    long: bool
+    frees: bool
 
 
 def _answer(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:

@@ -77,7 +77,7 @@ class Store:
         self.catalog_path = root / "catalog.sqlite3"
         catalog.initialise(self.catalog_path)
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
-        self.writer = catalog.CatalogWriter(self.catalog_path, self.files.delete, self.pool)
+        self.writer = catalog.CatalogWriter(self.catalog_path, self.files, self.pool)
         self._reader = catalog.connect(self.catalog_path)
         self._local = threading.local()
 
@@ -162,7 +162,9 @@ class Store:
 
     async def delete_bucket(self, name: str) -> None:
         # Its uploads go with it: any number of statements, run off the event loop.
-        await self.writer.run(lambda c: (None, catalog.delete_bucket(c, name)), long=True)
+        await self.writer.run(
+            lambda c: (None, catalog.delete_bucket(c, name)), long=True, frees=True
+        )
 
     # --- writing objects -----------------------------------------------------------------------
 
@@ -251,7 +253,9 @@ class Store:
 
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
         await self.writer.run(
-            lambda c: (None, catalog.delete_objects(c, bucket, keys)), long=len(keys) > LONG
+            lambda c: (None, catalog.delete_objects(c, bucket, keys)),
+            long=len(keys) > LONG,
+            frees=True,
         )
 
     async def copy_object(
@@ -411,7 +415,7 @@ class Store:
             catalog.get_upload(conn, upload_id, bucket, key)
             return None, catalog.abort_upload(conn, upload_id)
 
-        await self.writer.run(commit, long=True)  # any number of parts
+        await self.writer.run(commit, long=True, frees=True)  # any number of parts
 
     async def list_uploads(
         self,

@@ -25,15 +25,34 @@ def path(tmp_path: Path) -> Path:
     return p
 
 
-@pytest.fixture
-def unlinked() -> list[str]:
-    return []
+class Files:
+    """BlobFiles' release calls, recorded: retire (moved out of blobs/), then purge (freed)."""
+
+    def __init__(self) -> None:
+        self.retired: list[str] = []
+        self.freed: list[str] = []
+        self.purging = threading.Event()  # set: purge may finish
+
+    def retire(self, blob_ids: list[str]) -> list[Path]:
+        self.retired += blob_ids
+        return [Path(b) for b in blob_ids]
+
+    def purge(self, retired: list[Path]) -> None:
+        self.purging.wait(10)
+        self.freed += [p.name for p in retired]
 
 
 @pytest.fixture
-def writer(path: Path, unlinked: list[str]) -> Iterator[catalog.CatalogWriter]:
+def files() -> Files:
+    f = Files()
+    f.purging.set()
+    return f
+
+
+@pytest.fixture
+def writer(path: Path, files: Files) -> Iterator[catalog.CatalogWriter]:
     pool = concurrent.futures.ThreadPoolExecutor(2)
-    w = catalog.CatalogWriter(path, unlinked.extend, pool)
+    w = catalog.CatalogWriter(path, files, pool)  # type: ignore[arg-type]
     yield w
     w.close()
     pool.shutdown()
@@ -72,7 +91,7 @@ async def test_concurrent_writes_share_commits(writer, path):
     assert len(commits) == 1
 
 
-async def test_a_failing_write_undoes_only_itself(writer, path, unlinked):
+async def test_a_failing_write_undoes_only_itself(writer, path, files):
     results = await asyncio.gather(
         writer.run(insert(1)),
         writer.run(insert(2, fail=True), staged=["staged-by-2"]),
@@ -81,9 +100,21 @@ async def test_a_failing_write_undoes_only_itself(writer, path, unlinked):
     )
     assert isinstance(results[1], ValueError)
     assert committed(path) == {1, 3}
-    # The failed write's staged file and the committed write's released file are gone, and
-    # both were gone before the answers came.
-    assert sorted(unlinked) == ["released-by-3", "staged-by-2"]
+    # The failed write's staged file and the committed write's released file were moved out
+    # before the answers came.
+    assert sorted(files.retired) == ["released-by-3", "staged-by-2"]
+
+
+async def test_writes_are_answered_before_the_space_is_freed_but_deletes_after(writer, files):
+    files.purging.clear()  # freeing takes (here: forever) long
+    assert await writer.run(insert(1, files=["replaced-object"])) == 1
+    assert files.retired == ["replaced-object"] and files.freed == []
+    delete = asyncio.ensure_future(writer.run(insert(2, files=["deleted-object"]), frees=True))
+    await asyncio.sleep(0.2)
+    assert not delete.done()  # a delete waits for its space
+    files.purging.set()
+    assert await delete == 2
+    assert "deleted-object" in files.freed
 
 
 async def test_a_group_where_every_write_fails_commits_nothing(writer, path):
@@ -105,12 +136,12 @@ async def test_long_writes_run_off_the_event_loop(writer, path):
     assert committed(path) == {1, 2}
 
 
-async def test_writers_of_several_processes_take_turns(path, unlinked):
+async def test_writers_of_several_processes_take_turns(path, files):
     """Two writers on one catalog (as two worker processes have): each transaction waits for
     the other's turn instead of failing with 'database is locked'."""
     pool = concurrent.futures.ThreadPoolExecutor(2)
-    a = catalog.CatalogWriter(path, unlinked.extend, pool)
-    b = catalog.CatalogWriter(path, unlinked.extend, pool)
+    a = catalog.CatalogWriter(path, files, pool)  # type: ignore[arg-type]
+    b = catalog.CatalogWriter(path, files, pool)  # type: ignore[arg-type]
     try:
 
         def slow(n: int):  # type: ignore[no-untyped-def]
