@@ -43,7 +43,7 @@ class Settings:
     max_uploads: int = 256
     workers: int = 1
     md5_backend: str = "hashlib"
-    loop: str = "auto"
+    loop: str = "asyncio"
     log_level: str = "info"
     log_format: str = "text"
     max_object_size: int = MAX_OBJECT_SIZE
@@ -76,7 +76,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
-    ("loop", str, "auto", "event loop: asyncio, uvloop, or auto (uvloop when installed)"),
+    ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
     ("log-level", str, "info", "debug, info, warning or error"),
     ("log-format", str, "text", "text, or json: one JSON object per line"),
 ]

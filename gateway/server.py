@@ -50,19 +50,19 @@ def serve(settings: Settings) -> None:
 
 
 def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop (the `fast` extra) when asked for, or for `auto` when it is installed."""
+    """asyncio's loop (None), or uvloop's (the `fast` extra). uvloop costs about 10 % less CPU
+    per small request but has no sendfile, so large GETs go through Python buffers at about
+    half the speed (s3gw bench s3): asyncio is the default."""
     if name == "asyncio":
         return None
-    if name not in ("auto", "uvloop"):
-        raise SystemExit(f"--loop must be auto, asyncio or uvloop, not {name!r}")
+    if name != "uvloop":
+        raise SystemExit(f"--loop must be asyncio or uvloop, not {name!r}")
     try:
         import uvloop
     except ImportError:
-        if name == "uvloop":
-            raise SystemExit(
-                "--loop uvloop: uvloop is not installed (pip install 's3gw[fast]')"
-            ) from None
-        return None
+        raise SystemExit(
+            "--loop uvloop: uvloop is not installed (pip install 's3gw[fast]')"
+        ) from None
     return uvloop.new_event_loop
 
 

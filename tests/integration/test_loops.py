@@ -1,6 +1,6 @@
-"""The gateway on either event loop: asyncio (a plain install) and uvloop (the `fast` extra,
-which `make run`, the image and the tests install). GETs of file blobs go by sendfile on
-asyncio and by reads in the pool on uvloop, which has no sendfile: both must give the bytes."""
+"""The gateway on either event loop: asyncio (the default) and uvloop (`--loop uvloop`, the
+`fast` extra). GETs of file blobs go by sendfile on asyncio and by reads in the pool on uvloop,
+which has no sendfile: both must give the bytes."""
 
 from __future__ import annotations
 
@@ -44,11 +44,11 @@ def _loop_factory(setting: str, block_uvloop: bool) -> subprocess.CompletedProce
 
 
 def test_loop_setting():
-    assert _loop_factory("auto", False).stdout.strip() == "uvloop"
+    assert _loop_factory("uvloop", False).stdout.strip() == "uvloop"
     assert _loop_factory("asyncio", False).stdout.strip() == "asyncio"
-    # Without the extra, auto falls back; asking for uvloop by name fails and says why.
-    assert _loop_factory("auto", True).stdout.strip() == "asyncio"
+    assert _loop_factory("asyncio", True).stdout.strip() == "asyncio"  # no extra needed
+    # Without the extra, asking for uvloop fails and says why.
     missing = _loop_factory("uvloop", True)
     assert missing.returncode != 0 and "uvloop is not installed" in missing.stderr
     bad = _loop_factory("tokio", False)
-    assert bad.returncode != 0 and "--loop must be auto, asyncio or uvloop" in bad.stderr
+    assert bad.returncode != 0 and "--loop must be asyncio or uvloop" in bad.stderr
