@@ -17,7 +17,8 @@ from .xml import Node
 
 # Set once a response's status and headers have gone out: an error after that cannot be
 # answered with an error document any more.
-RESPONSE_STARTED = web.RequestKey("response_started", bool)
+# The response whose body is being sent, once its status and headers are out.
+RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
 
 
 @dataclass
@@ -55,7 +56,7 @@ class Context:
 
     async def start(self, response: web.StreamResponse) -> None:
         await response.prepare(self.request)
-        self.request[RESPONSE_STARTED] = True
+        self.request[RESPONSE_STARTED] = response
 
     def owner(self, canonical_id: str) -> list[Node]:
         user = self.users_by_id.get(canonical_id)

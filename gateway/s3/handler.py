@@ -108,7 +108,7 @@ class S3Handler:
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         request_id = secrets.token_hex(8).upper()
         request[REQUEST_ID] = request_id
-        started = time.perf_counter()
+        started_at = time.perf_counter()
         try:
             response = await self._handle(request)
         except S3Error as exc:
@@ -118,13 +118,19 @@ class S3Handler:
                 request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
             )
         except Exception as exc:
-            if request.get(RESPONSE_STARTED):
+            started = request.get(RESPONSE_STARTED)
+            if started is not None:
                 # The body was already streaming: the only honest signal left is to cut it.
-                if isinstance(exc, ConnectionError):
-                    log.info("request %s: the client went away mid-response", request_id)
-                else:
+                if not isinstance(exc, ConnectionError):
                     log.exception("request %s failed while sending its body", request_id)
-                raise
+                    raise
+                # The client went away: the connection is dropped, and nothing is logged as
+                # an error (aiohttp would log the exception with its traceback).
+                log.info("request %s: the client went away mid-response", request_id)
+                if request.transport is not None:
+                    request.transport.abort()
+                self._account(request, started, time.perf_counter() - started_at)
+                return started
             unavailable = storage_unavailable(exc)
             if unavailable is not None:
                 log.warning("request %s refused: %s", request_id, exc)
@@ -132,7 +138,7 @@ class S3Handler:
             else:
                 log.exception("request %s failed", request_id)
                 response = self._error(request, S3Error("InternalError"), request_id)
-        self._account(request, response, time.perf_counter() - started)
+        self._account(request, response, time.perf_counter() - started_at)
         return response
 
     def _account(self, request: web.Request, response: web.StreamResponse, seconds: float) -> None:

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
+from tests import raw
 from tests.server import GatewayProcess
 
 
@@ -52,3 +56,34 @@ def test_loop_setting():
     assert missing.returncode != 0 and "uvloop is not installed" in missing.stderr
     bad = _loop_factory("tokio", False)
     assert bad.returncode != 0 and "--loop must be asyncio or uvloop" in bad.stderr
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_client_leaving_mid_download_is_not_an_error(tmp_path, loop):
+    """A download cut by the client (sendfile on asyncio, pool reads on uvloop) drops that
+    connection only: no error, no traceback in the log, and the server goes on."""
+    server = GatewayProcess(tmp_path / "data", {"S3GW_LOOP": loop, "S3GW_WORKERS": "1"}).start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="cut")
+        body = os.urandom(64 * 1024 * 1024)
+        s3.put_object(Bucket="cut", Key="big", Body=body)
+        url = f"{server.url}/cut/big"
+        port = int(server.url.rsplit(":", 1)[1])
+        head = "".join(f"{k}: {v}\r\n" for k, v in raw.sign("GET", url).items())
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(f"GET /cut/big HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        # Leave with a reset, mid-body.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("went away" in x for x in server.log):
+            time.sleep(0.1)
+        log = "".join(server.log)
+        assert "the client went away mid-response" in log
+        assert "Traceback" not in log and "ERROR" not in log, log
+        assert s3.get_object(Bucket="cut", Key="big")["Body"].read() == body
+    finally:
+        server.stop()
