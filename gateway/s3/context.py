@@ -19,6 +19,8 @@ from .xml import Node
 # answered with an error document any more.
 # The response whose body is being sent, once its status and headers are out.
 RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
+# Body bytes sent by sendfile, which passes aiohttp's count (response.body_length) by.
+SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
 
 
 @dataclass

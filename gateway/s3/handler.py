@@ -20,7 +20,7 @@ from .. import metrics
 from ..config import Settings
 from ..store import Store, StoreError
 from .auth import Authenticator, SignedRequest, User
-from .context import RESPONSE_STARTED, Context
+from .context import RESPONSE_STARTED, SENT_BY_SENDFILE, Context
 from .errors import S3Error
 from .ops import acl, buckets, copy, listing, multipart, objects
 from .payload import Payload
@@ -149,6 +149,7 @@ class S3Handler:
             if response.prepared
             else len(getattr(response, "body", b"") or b"")
         )
+        sent += request.get(SENT_BY_SENDFILE, 0)
         received = request.get(RECEIVED, 0)
         metrics.REQUESTS.labels(operation, str(response.status)).inc()
         metrics.LATENCY.labels(operation).observe(seconds)

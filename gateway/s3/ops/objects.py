@@ -21,7 +21,7 @@ from ...store import (
     WriteCondition,
 )
 from .. import conditions, xml
-from ..context import Context
+from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import parse_range
 
@@ -270,6 +270,7 @@ async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int)
             await asyncio.get_running_loop().sendfile(transport, f, offset, length)
         except NotImplementedError:
             return False
+    ctx.request[SENT_BY_SENDFILE] = length
     return True
 
 
