@@ -99,7 +99,7 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
-def describe(settings: Settings, url: str, loop: str) -> list[str]:
+def describe(settings: Settings, url: str) -> list[str]:
     users, path = load_users(settings)
     user = next(iter(users.values()))
     source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
@@ -113,6 +113,6 @@ def describe(settings: Settings, url: str, loop: str) -> list[str]:
         f"secret key: {user.secret_key}",
         f"region: {settings.region}",
         f"workers: {settings.workers}",
-        f"event loop: {loop}",
+        f"event loop: {settings.loop}",
         f"s3gw listening on {url}",
     ]

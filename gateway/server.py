@@ -94,9 +94,7 @@ def _banner(settings: Settings, url: str, cert: Path | None) -> None:
     # on" last, so that whoever waits for it has seen the rest.
     if cert is not None:
         print(f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})", file=sys.stderr)
-    factory = _loop_factory(settings.loop)
-    loop = "asyncio" if factory is None else factory.__module__.split(".")[0]
-    for line in describe(settings, url, loop):
+    for line in describe(settings, url):
         print(line, file=sys.stderr, flush=True)
 
 

@@ -15,9 +15,8 @@ from .payload import Payload
 from .router import Route
 from .xml import Node
 
-# Set once a response's status and headers have gone out: an error after that cannot be
+# The response whose status and headers have gone out: an error after that cannot be
 # answered with an error document any more.
-# The response whose body is being sent, once its status and headers are out.
 RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
 # Body bytes sent by sendfile, which passes aiohttp's count (response.body_length) by.
 SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
