@@ -701,8 +701,11 @@ class CatalogWriter:
                     else:
                         applied = self._apply(group)
                         done = await loop.run_in_executor(self._thread, self._commit, *applied)
-                except Exception as exc:  # no turn, or the thread is gone: nothing was written
+                except Exception as exc:  # no turn, or the thread is gone: nothing committed
                     log.exception("catalog group failed")
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    fcntl.flock(self._turn, fcntl.LOCK_UN)  # harmless if not held
                     done = group, [(None, exc)] * len(group), []
                 self._settle(loop, *done)
         finally:

@@ -160,3 +160,21 @@ async def test_writers_of_several_processes_take_turns(path, files):
         b.close()
         pool.shutdown()
     assert committed(path) == set(range(60))
+
+
+async def test_a_group_that_cannot_commit_gives_the_turn_back(path, files):
+    """A group whose COMMIT cannot be run (here: the commit thread is gone) fails its writes,
+    rolls back, and leaves the turn free for the other workers."""
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    a = catalog.CatalogWriter(path, files, pool)  # type: ignore[arg-type]
+    b = catalog.CatalogWriter(path, files, pool)  # type: ignore[arg-type]
+    try:
+        a._thread.shutdown()
+        with pytest.raises(RuntimeError):
+            await a.run(insert(1))
+        assert await asyncio.wait_for(b.run(insert(2)), 5) == 1
+    finally:
+        a.close()
+        b.close()
+        pool.shutdown()
+    assert committed(path) == {2}
