@@ -16,10 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from ..store import catalog
 from ..store.model import Bucket, ObjectAttrs, ObjectInfo
-from .client import LeanClient
+from . import loadgen
 from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 OWNER_KEY = ACCESS_KEY
@@ -69,19 +70,21 @@ CASES: dict[str, dict[str, str]] = {
 }
 
 
-def _median_ms(client: LeanClient, bucket: str, params: dict[str, str], repeats: int) -> float:
+def _median_ms(client: loadgen.Client, bucket: str, params: dict[str, str], repeats: int) -> float:
     times = []
-    query = {"list-type": "2", "max-keys": "1000", **params}
+    # Signed as sent: the query in S3's canonical encoding.
+    query = urlencode(
+        {"list-type": "2", "max-keys": "1000", **params}, quote_via=quote, safe="-_.~"
+    )
     for _ in range(repeats):
-        start = time.perf_counter()
-        status, body = client.request("GET", f"/{bucket}", query)
-        times.append((time.perf_counter() - start) * 1000)
-        if status != 200 or b"<KeyCount>0<" in body:
-            raise RuntimeError(f"listing failed: {status} {body[:200]!r}")
+        response = client.request("GET", f"/{bucket}?{query}")
+        times.append(response.seconds * 1000)
+        if response.status != 200 or b"<KeyCount>0<" in response.body:
+            raise RuntimeError(f"listing failed: {response.status} {response.body[:200]!r}")
     return statistics.median(times)
 
 
-def measure(client: LeanClient, repeats: int) -> dict[str, Any]:
+def measure(client: loadgen.Client, repeats: int) -> dict[str, Any]:
     rows = []
     for case, params in CASES.items():
         small = _median_ms(client, "small", params, repeats)
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"filled the catalog in {time.perf_counter() - started:.1f} s", flush=True)
         server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
         try:
-            client = LeanClient(server.url)
+            client = loadgen.Client(loadgen.Signer(server.url))
             result = measure(client, args.repeats)
             client.close()
         finally:
