@@ -18,7 +18,7 @@ import logging
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -209,6 +209,36 @@ def release(conn: sqlite3.Connection, extents: Iterable[Extent]) -> list[str]:
         elif row[0]:
             files.append(blob)
     return files
+
+
+def leftover_files(conn: sqlite3.Connection, files: BlobFiles) -> Iterator[list[os.DirEntry[str]]]:
+    """Blob files the catalog does not know as file blobs, one directory at a time: what a
+    crash (or a worker killed mid-request) left. The start-up sweep removes them and fsck
+    calls them leftovers, not damage: both ask here, so they cannot disagree.
+
+    Each file is looked up by its exact name, never by a range of ids: a range bound worked
+    out as text (the `ffff` directory's "next prefix" is "10000", below "ffff…") once made
+    every referenced blob of a directory look orphaned.
+    """
+    for _prefix, entries in files.walk():
+        names = [entry.name for entry in entries]
+        known: set[str] = set()
+        for start in range(0, len(names), _LOOKUP_BATCH):
+            batch = names[start : start + _LOOKUP_BATCH]
+            marks = ",".join("?" * len(batch))
+            known.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM blobs WHERE id IN ({marks}) AND data IS NULL", batch
+                )
+            )
+        stale = [entry for entry in entries if entry.name not in known]
+        if stale:
+            yield stale
+
+
+# Names looked up per statement: well under SQLite's limit on bound parameters.
+_LOOKUP_BATCH = 500
 
 
 def read_inline(conn: sqlite3.Connection, blob_ids: Iterable[str]) -> dict[str, bytes]:

@@ -1,17 +1,22 @@
 """fsck: does the catalog agree with the blob files?
 
 Checks that every extent names a blob that exists and covers it, that every file blob has its
-file with the recorded size, that every blob file is known to the catalog, that each reference
-count equals the references found in object and part manifests, and (deep) that every plain-MD5
-ETag matches the bytes. `repair` removes orphans and stray tmp files and fixes counts; damage it
-cannot repair (missing or short data, wrong ETags) is reported and makes the exit status 1.
+file with the recorded size, that each reference count equals the references found in object
+and part manifests, and (deep) that the bytes hash to what the catalog says: plain ETags,
+multipart `-N` ETags part by part, pending parts. Damage makes the exit status 1.
+
+Blob files the catalog does not know, and files under tmp/ and trash/, are leftovers of a
+crash, not damage: the next start sweeps exactly those (catalog.leftover_files decides for
+both). They are listed; `repair` removes them, and fixes counts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,14 +25,16 @@ from . import catalog
 from .blobs import BlobFiles, FolderLock
 from .model import Extent
 
+READ_CHUNK = 1 << 20
+
 
 @dataclass
 class Report:
     objects: int = 0
     parts: int = 0
     blobs: int = 0
-    tmp_files: list[str] = field(default_factory=list)
-    orphan_files: list[str] = field(default_factory=list)
+    tmp_files: list[str] = field(default_factory=list)  # under tmp/ and trash/
+    orphan_files: list[str] = field(default_factory=list)  # blob files the catalog lacks
     missing_files: list[str] = field(default_factory=list)
     wrong_sizes: list[tuple[str, int, int]] = field(default_factory=list)
     dangling: list[tuple[str, str]] = field(default_factory=list)  # (owner, blob)
@@ -40,9 +47,6 @@ class Report:
     def damage(self) -> list[str]:
         """Problems that remain (after repair, if any was made)."""
         out = []
-        if not self._fixed("orphans"):
-            out += [f"orphan blob file {b}" for b in self.orphan_files]
-            out += [f"stray tmp file {t}" for t in self.tmp_files]
         if not self._fixed("counts"):
             out += [f"blob {b}: count {s}, references {f}" for b, s, f in self.wrong_counts]
         out += [f"blob {b}: file missing" for b in self.missing_files]
@@ -60,6 +64,13 @@ class Report:
             f"checked {self.objects} objects, {self.parts} parts, {self.blobs} blobs",
         ]
         lines += [f"repaired: {what}" for what in self.repaired]
+        if not self._fixed("leftovers"):
+            lines += [f"leftover: orphan blob file {b}" for b in self.orphan_files]
+            lines += [f"leftover: stray tmp file {t}" for t in self.tmp_files]
+            if self.orphan_files or self.tmp_files:
+                lines.append(
+                    "leftovers are what a crash left; the next start (or --repair) removes them"
+                )
         damage = self.damage
         lines += [f"DAMAGE: {d}" for d in damage]
         lines.append("no damage found" if not damage else f"{len(damage)} problems remain")
@@ -104,26 +115,27 @@ def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
             report.parts += 1
             walk(f"upload {upload_id} part {number}", catalog.decode_manifest(manifest))
 
-        on_disk: set[str] = set()
-        for _prefix, entries in files.walk():
-            for entry in entries:
-                on_disk.add(entry.name)
-                known = blobs.get(entry.name)
-                if known is None or known[2]:
-                    report.orphan_files.append(entry.name)
-                elif entry.stat().st_size != known[0]:
-                    report.wrong_sizes.append((entry.name, known[0], entry.stat().st_size))
-        report.missing_files = sorted(
-            b for b, (_, _, inline) in blobs.items() if not inline and b not in on_disk
-        )
-        report.tmp_files = sorted(os.listdir(files.tmp))
+        leftovers = [entry for stale in catalog.leftover_files(conn, files) for entry in stale]
+        report.orphan_files = sorted(entry.name for entry in leftovers)
+        for blob_id, (size, _, inline) in blobs.items():
+            if inline:
+                continue
+            try:
+                actual = files.path(blob_id).stat().st_size
+            except FileNotFoundError:
+                report.missing_files.append(blob_id)
+                continue
+            if actual != size:
+                report.wrong_sizes.append((blob_id, size, actual))
+        report.missing_files.sort()
+        report.tmp_files = sorted([*os.listdir(files.tmp), *os.listdir(files.trash)])
         report.wrong_counts = sorted(
             (b, refs, found[b]) for b, (_, refs, _) in blobs.items() if refs != found[b]
         )
         if deep:
             _check_etags(conn, files, report)
         if repair:
-            _repair(conn, files, report)
+            _repair(conn, files, report, leftovers)
     finally:
         conn.close()
         lock.close()
@@ -131,39 +143,92 @@ def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
 
 
 def _check_etags(conn: sqlite3.Connection, files: BlobFiles, report: Report) -> None:
-    """Hash the bytes of every object whose ETag (or remembered content MD5) is an MD5."""
-    rows = conn.execute("SELECT bucket, key, etag, content_md5, manifest FROM objects")
-    for bucket, key, etag, content_md5, manifest in rows:
-        expected = etag if digest.is_plain(etag) else content_md5
-        if expected is None:
-            continue
-        d = digest.md5()
+    """Hash the bytes of every object and pending part and compare them with what the catalog
+    says they hash to: a plain ETag, a remembered content MD5, and for a multipart object each
+    part's MD5 folded into its `-N` ETag (a flipped byte in any part's blob changes it)."""
+    rows = conn.execute("SELECT bucket, key, etag, content_md5, manifest, parts FROM objects")
+    for bucket, key, etag, content_md5, manifest, parts in rows:
+        owner = f"{bucket}/{key.decode()}"
+        part_sizes = json.loads(parts) if parts and not digest.is_plain(etag) else []
         try:
-            for e in catalog.decode_manifest(manifest):
-                d.update(_read_extent(conn, files, e))
+            whole, part_md5s = _hash(conn, files, catalog.decode_manifest(manifest), part_sizes)
         except OSError:
             continue  # reported already as a missing or short blob
-        if d.hexdigest() != expected:
-            report.bad_etags.append((f"{bucket}/{key.decode()}", expected, d.hexdigest()))
+        if digest.is_plain(etag) and whole != etag:
+            report.bad_etags.append((owner, etag, whole))
+        if part_sizes:
+            actual = digest.multipart_etag(part_md5s)
+            if actual != etag:
+                report.bad_etags.append((owner, etag, actual))
+        if content_md5 is not None and content_md5 != whole:
+            report.bad_etags.append((f"{owner} (content MD5)", content_md5, whole))
+    for upload_id, number, etag, manifest in conn.execute(
+        "SELECT upload_id, number, etag, manifest FROM parts"
+    ):
+        try:
+            whole, _ = _hash(conn, files, catalog.decode_manifest(manifest), [])
+        except OSError:
+            continue
+        if whole != etag:
+            report.bad_etags.append((f"upload {upload_id} part {number}", etag, whole))
 
 
-def _read_extent(conn: sqlite3.Connection, files: BlobFiles, e: Extent) -> bytes:
-    inline = catalog.read_inline(conn, [e.blob])
-    if e.blob in inline:
-        return inline[e.blob][e.offset : e.offset + e.length]
-    with open(files.path(e.blob), "rb") as f:
-        f.seek(e.offset)
-        data = f.read(e.length)
-    if len(data) != e.length:
-        raise OSError("short blob")
-    return data
+def _hash(
+    conn: sqlite3.Connection,
+    files: BlobFiles,
+    extents: tuple[Extent, ...],
+    part_sizes: list[int],
+) -> tuple[str, list[bytes]]:
+    """(MD5 of the bytes, binary MD5 of each run of `part_sizes` bytes), read once."""
+    whole = digest.md5()
+    part_md5s: list[bytes] = []
+    sizes = iter(part_sizes)
+    part = digest.md5()
+    left = next(sizes, None)
+    for chunk in _read(conn, files, extents):
+        whole.update(chunk)
+        view = memoryview(chunk)
+        while left is not None and (left == 0 or view):
+            take = min(left, len(view))
+            part.update(view[:take])
+            view, left = view[take:], left - take
+            if left == 0:
+                part_md5s.append(part.digest())
+                part, left = digest.md5(), next(sizes, None)
+    while left == 0:  # empty parts at the end (a one-part object of zero bytes)
+        part_md5s.append(part.digest())
+        part, left = digest.md5(), next(sizes, None)
+    return whole.hexdigest(), part_md5s
 
 
-def _repair(conn: sqlite3.Connection, files: BlobFiles, report: Report) -> None:
+def _read(
+    conn: sqlite3.Connection, files: BlobFiles, extents: tuple[Extent, ...]
+) -> Iterator[bytes]:
+    """The bytes of `extents` in chunks of at most READ_CHUNK: memory stays bounded whatever
+    the object's size. Raises OSError if a blob file is missing or short."""
+    inline = catalog.read_inline(conn, [e.blob for e in extents])
+    for e in extents:
+        if e.blob in inline:
+            yield inline[e.blob][e.offset : e.offset + e.length]
+            continue
+        with open(files.path(e.blob), "rb") as f:
+            f.seek(e.offset)
+            left = e.length
+            while left:
+                data = f.read(min(left, READ_CHUNK))
+                if not data:
+                    raise OSError(f"blob {e.blob} is short")
+                left -= len(data)
+                yield data
+
+
+def _repair(
+    conn: sqlite3.Connection, files: BlobFiles, report: Report, leftovers: list[os.DirEntry[str]]
+) -> None:
     if report.orphan_files or report.tmp_files:
-        files.delete(report.orphan_files)
+        files.purge(Path(entry.path) for entry in leftovers)
         files.empty_tmp()
-        report.repaired.append("orphans")
+        report.repaired.append("leftovers")
     if report.wrong_counts:
         conn.execute("BEGIN IMMEDIATE")
         gone: list[str] = []

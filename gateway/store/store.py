@@ -97,25 +97,17 @@ class Store:
         return swept
 
     def sweep(self) -> tuple[int, int]:
-        """Empty tmp/ and remove blob files the catalog does not reference: what a crash left.
+        """Empty tmp/ and trash/, and remove blob files the catalog does not reference: what
+        a crash left.
 
         Runs holding the folder exclusively, before requests are served (a blob being
-        published is not yet in the catalog). Compares one blob directory at a time with a
-        range of catalog ids: bounded memory.
+        published is not yet in the catalog). One blob directory at a time: bounded memory.
         """
         tmp = self.files.empty_tmp()
         orphans = 0
-        conn = self._reader
-        for prefix, entries in self.files.walk():
-            hi = format(int(prefix, 16) + 1, "04x")
-            known = {
-                row[0]
-                for row in conn.execute(
-                    "SELECT id FROM blobs WHERE id >= ? AND id < ? AND data IS NULL", (prefix, hi)
-                )
-            }
-            stale = [e.name for e in entries if e.name not in known]
-            self.files.delete(stale)
+        for stale in catalog.leftover_files(self._reader, self.files):
+            log.info("start-up sweep: removing %d unreferenced blob files", len(stale))
+            self.files.purge(Path(entry.path) for entry in stale)
             orphans += len(stale)
         return tmp, orphans
 

@@ -362,6 +362,16 @@ def disk_usage(data: Path) -> tuple[int, int]:
     return on_disk, sum(size for blob, size in sizes.items() if blob in referenced)
 
 
+def referenced_files(data: Path) -> set[Path]:
+    """The blob files that objects and pending parts reference (the gateway stopped)."""
+    conn = sqlite3.connect(f"file:{data / 'catalog.sqlite3'}?mode=ro", uri=True)
+    try:
+        files = {blob for (blob,) in conn.execute("SELECT id FROM blobs WHERE data IS NULL")}
+    finally:
+        conn.close()
+    return {data / "blobs" / b[:2] / b[2:4] / b for b in files}
+
+
 def fsck(data: Path, deep: bool = True) -> tuple[int, list[str], str]:
     """(exit status, DAMAGE lines, whole output) of `s3gw fsck` (the gateway must be stopped)."""
     cmd = [sys.executable, "-m", "gateway", "fsck", "--data", str(data)]

@@ -10,7 +10,8 @@ checks:
 - no key nobody wrote exists, and the library objects written before the workload are intact;
 - the start-up sweep left the folder clean (no tmp file, no orphan or missing blob, counts
   right) and the blob files hold exactly the bytes that objects and pending parts reference;
-- stopped, `s3gw fsck --deep` exits 0.
+- stopped, `s3gw fsck --deep` exits 0, and the restart after it (no crash) removes no blob
+  file the catalog references.
 
 At the end every upload is aborted and every object deleted: the blob files must all go.
 
@@ -42,6 +43,7 @@ from tests.reliability.harness import (
     fsck,
     group_alive,
     make_library,
+    referenced_files,
     report,
     verify,
     verify_library,
@@ -70,7 +72,7 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
     library = make_library(s3, contents, "library", rng.getrandbits(63))
     s3.create_bucket(Bucket="crash")
     workload = Workload("crash", KEYS, contents, library, stats, WEIGHTS)
-    kills = rounds_done = verified = damage = 0
+    kills = rounds_done = verified = damage = clean_restarts = 0
     losses: list[str] = []
     failures: list[str] = []
     started = time.monotonic()
@@ -123,7 +125,13 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
                 damage += len(found)
                 if status != 0:
                     failures.append(f"round {number}: fsck --deep exit {status}:\n{output}")
+                # A restart without a crash must remove nothing the catalog references.
+                referenced = referenced_files(data)
                 server.start()
+                clean_restarts += 1
+                removed = sorted(p.name for p in referenced if not p.exists())
+                if removed:
+                    failures.append(f"round {number}: a clean restart removed {removed}")
                 s3 = client(server.url)
             rounds_done += 1
             if losses or failures or stats.problems:
@@ -147,6 +155,7 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
             f"crash: seed={seed} rounds={rounds_done} kills={kills} "
             f"ops_acknowledged={stats.acknowledged} ops_cut={stats.cut} "
             f"objects_verified={verified} losses={len(losses)} fsck_damage={damage} "
+            f"clean_restarts={clean_restarts} "
             f"seconds={time.monotonic() - started:.0f} (replay: {reliability.replay})"
         )
         report(f"crash: statuses {stats.tally()}")

@@ -304,7 +304,11 @@ def put_keys(conn: sqlite3.Connection, bucket: str, keys: Iterable[str]) -> None
 # astral characters while UTF-8 puts them before), and astral characters such as emoji.
 ALPHABET = ["a", "b", "/", "-", "0", "~", "\x7f", "\u00e9", "\u20ac", "\ue000", "\uff61"]
 ALPHABET += ["\U0001f600", "\U00010000"]
+# The ends of the byte range: NUL, and the highest code points of each UTF-8 length (U+00FF,
+# U+FFFF, U+10FFFF: a prefix's successor is computed on bytes, never on text).
+ALPHABET += ["\x00", "\u00ff", "\uffff", "\U0010ffff"]
 DELIMITERS = ["", "/", "//", "a/", "-/", "\u00e9", "\U0001f600", "ab", "\uff61\U0001f600"]
+DELIMITERS += ["\U0010ffff", "\x00"]
 
 keys_strategy = st.lists(
     st.text(st.sampled_from(ALPHABET), min_size=1, max_size=7), unique=True, max_size=30

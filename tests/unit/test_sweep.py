@@ -1,0 +1,161 @@
+"""The start-up sweep and fsck against blob ids at every boundary of the blobs/ab/cd fan-out.
+
+A blob file is referenced or a leftover; the sweep must remove exactly the leftovers and fsck
+must call exactly those leftovers (not damage). Ids are drawn around the directory boundaries
+where a range worked out as text goes wrong: the `ffff` directory's "next prefix" is "10000",
+which sorts below "ffff…", so a sweep by id range once found every referenced blob there
+unknown and deleted it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from gateway.store import catalog, fsck
+from gateway.store.blobs import BlobFiles
+from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, StagedBlob
+from gateway.store.store import Store
+
+BOUNDARIES = [
+    "0000",
+    "00ff",
+    "0100",
+    "7fff",
+    "8000",
+    "fe00",
+    "fefe",
+    "feff",
+    "ff00",
+    "fffe",
+    "ffff",
+]
+HEX = "0123456789abcdef"
+
+blob_ids = st.builds(
+    lambda prefix, rest: (prefix + rest)[:32],
+    st.sampled_from(BOUNDARIES),
+    st.one_of(
+        st.text(st.sampled_from(HEX), min_size=28, max_size=28),
+        st.sampled_from(["0" * 28, "f" * 28]),
+    ),
+)
+
+_buckets = (f"b{n}" for n in itertools.count())
+
+
+def _write_file(files: BlobFiles, blob_id: str, data: bytes) -> None:
+    path = files.path(blob_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _reference(root: Path, blob_ids: list[str]) -> None:
+    """One object per id, its one extent a file blob of that id, committed in the catalog."""
+    files = BlobFiles(root)
+    catalog.initialise(root / "catalog.sqlite3")
+    conn = catalog.connect(root / "catalog.sqlite3")
+    try:
+        conn.execute("BEGIN")
+        bucket = next(_buckets)
+        catalog.create_bucket(conn, Bucket(bucket, "owner", "us-east-1", 1))
+        for n, blob_id in enumerate(blob_ids):
+            data = blob_id.encode()
+            _write_file(files, blob_id, data)
+            md5 = hashlib.md5(data)
+            catalog.put_object(
+                conn,
+                ObjectInfo(
+                    bucket,
+                    f"key-{n}",
+                    len(data),
+                    md5.hexdigest(),
+                    1,
+                    ObjectAttrs(),
+                    (Extent(blob_id, 0, len(data)),),
+                ),
+                [StagedBlob(blob_id, len(data), md5.digest())],
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _files_on_disk(root: Path) -> set[str]:
+    return {p.name for p in (root / "blobs").rglob("*") if p.is_file()}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    referenced=st.lists(blob_ids, min_size=1, max_size=8, unique=True),
+    leftovers=st.lists(blob_ids, max_size=8, unique=True),
+)
+@example(referenced=["ffff" + "0" * 28, "ffff" + "f" * 28], leftovers=["fffe" + "f" * 28])
+@example(referenced=["0000" + "0" * 28, "00ff" + "f" * 28], leftovers=["ff00" + "0" * 28])
+def test_sweep_removes_exactly_the_leftovers(
+    tmp_path_factory: pytest.TempPathFactory, referenced: list[str], leftovers: list[str]
+) -> None:
+    root = tmp_path_factory.mktemp("data")
+    leftovers = [b for b in leftovers if b not in referenced]
+    _reference(root, referenced)
+    files = BlobFiles(root)
+    for blob_id in leftovers:
+        _write_file(files, blob_id, b"left by a crash")
+    (root / "tmp" / "body-in-flight").write_bytes(b"x")
+
+    before = fsck.check(root)
+    assert before.damage == []  # leftovers are not damage
+    assert sorted(before.orphan_files) == sorted(leftovers)
+    assert before.tmp_files == ["body-in-flight"]
+
+    store = Store(root)
+    try:
+        assert store.start() == (1, len(leftovers))
+    finally:
+        store.close()
+    assert _files_on_disk(root) == set(referenced)
+
+    after = fsck.check(root, deep=True)
+    assert after.damage == [] and after.orphan_files == [] and after.tmp_files == []
+
+
+def test_a_file_outside_its_directory_is_swept_by_its_path(tmp_path: Path) -> None:
+    """A stray file is removed where it lies, even where its name is no id of that folder."""
+    _reference(tmp_path, ["abcd" + "0" * 28])
+    stray = tmp_path / "blobs" / "ab" / "cd" / "not-an-id"
+    stray.write_bytes(b"?")
+    misplaced = tmp_path / "blobs" / "ff" / "ff" / ("0000" + "1" * 28)
+    misplaced.parent.mkdir(parents=True)
+    misplaced.write_bytes(b"?")
+    assert sorted(fsck.check(tmp_path).orphan_files) == sorted([stray.name, misplaced.name])
+    store = Store(tmp_path)
+    try:
+        store.start()
+    finally:
+        store.close()
+    assert not stray.exists() and not misplaced.exists()
+    assert _files_on_disk(tmp_path) == {"abcd" + "0" * 28}
+
+
+def test_many_files_in_one_directory(tmp_path: Path) -> None:
+    """More names in a directory than one lookup statement takes."""
+    referenced = [f"ffff{n:028x}" for n in range(0, 1400, 2)]
+    _reference(tmp_path, referenced)
+    files = BlobFiles(tmp_path)
+    for n in range(1, 1400, 2):
+        _write_file(files, f"ffff{n:028x}", b"left")
+    store = Store(tmp_path)
+    try:
+        assert store.start() == (0, 700)
+    finally:
+        store.close()
+    assert _files_on_disk(tmp_path) == set(referenced)
+    assert os.listdir(tmp_path / "tmp") == []
