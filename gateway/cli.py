@@ -20,10 +20,13 @@ def _credentials(settings: config.Settings) -> None:
 
 
 def _fsck(args: argparse.Namespace) -> int:
+    from .s3.checksums import stored_checksum
     from .store.fsck import check
 
     try:
-        report = check(Path(args.data), deep=args.deep, repair=args.repair)
+        report = check(
+            Path(args.data), deep=args.deep, repair=args.repair, checksum_of=stored_checksum
+        )
     except (FolderInUse, FileNotFoundError) as exc:
         print(f"s3gw fsck: {exc}", file=sys.stderr)
         return 2

@@ -415,6 +415,36 @@ def multipart_etag(part_md5s: Iterable[bytes]) -> str:
     return f"{d.hexdigest()}-{n}"
 
 
+class PartDigests:
+    """One digest per part of a stream of bytes, given the parts' sizes in order: what a
+    multipart object's `-N` ETag (and a COMPOSITE checksum) is made of. Feed the object's
+    bytes with `update`; `digests()` then holds one entry per part that was filled."""
+
+    def __init__(self, sizes: Iterable[int], new: Callable[[], Digest]) -> None:
+        self._sizes = iter(sizes)
+        self._new = new
+        self._done: list[bytes] = []
+        self._left = next(self._sizes, None)
+        self._current = new()
+        self._close_empty()
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None:
+        view = memoryview(data)
+        while view and self._left is not None:
+            take = min(self._left, len(view))
+            self._current.update(view[:take])
+            view, self._left = view[take:], self._left - take
+            self._close_empty()
+
+    def _close_empty(self) -> None:
+        while self._left == 0:
+            self._done.append(self._current.digest())
+            self._current, self._left = self._new(), next(self._sizes, None)
+
+    def digests(self) -> list[bytes]:
+        return list(self._done)
+
+
 def multipart_etag_of_hex(part_etags: Iterable[str]) -> str:
     """The multipart ETag from the parts' (plain, hex) ETags."""
     return multipart_etag(bytes.fromhex(e) for e in part_etags)

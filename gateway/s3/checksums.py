@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from awscrt import checksums as crt
 
+from .. import digest
 from .errors import S3Error
 
 HEADER_PREFIX = "x-amz-checksum-"
@@ -446,3 +447,44 @@ def full_object(alg: Algorithm, parts: Sequence[tuple[str, int]]) -> str:
     for raw, (_, length) in zip(digests, parts, strict=True):
         crc = combine(crc, int.from_bytes(raw, "big"), length)
     return base64.b64encode(crc.to_bytes(alg.digest_size, "big")).decode("ascii")
+
+
+# --- checking stored bytes (fsck --deep) --------------------------------------------------------
+
+
+class StoredChecksum:
+    """Recomputes a checksum the store kept, from the bytes: a whole-object value, or a
+    COMPOSITE one ("<base64>-N": the checksum of the parts' binary checksums)."""
+
+    def __init__(self, alg: Algorithm, expected: str, part_sizes: Sequence[int]) -> None:
+        self.algorithm = alg
+        self.expected = expected
+        self._composite = expected.rpartition("-")[2].isdigit() and bool(part_sizes)
+        self._whole = alg.new()
+        self._parts = digest.PartDigests(part_sizes if self._composite else (), alg.new)
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None:
+        if self._composite:
+            self._parts.update(data)
+        else:
+            self._whole.update(data)
+
+    def actual(self) -> str:
+        if not self._composite:
+            return self._whole.value()
+        parts = self._parts.digests()
+        return f"{self.algorithm.of(b''.join(parts)).value()}-{len(parts)}"
+
+
+def stored_checksum(stored: Mapping[str, str], part_sizes: Sequence[int]) -> StoredChecksum | None:
+    """A checker for the checksum an object was stored with (its `x-amz-checksum-<alg>`
+    value), or a pending part's (`{"algorithm": name, "value": v}`), or None if it has none."""
+    if "algorithm" in stored:
+        alg = algorithm(stored["algorithm"])
+        value = stored.get("value")
+    else:
+        found = [(by_header(k), v) for k, v in stored.items() if k not in _NOT_VALUES]
+        alg, value = found[0] if len(found) == 1 else (None, None)
+    if alg is None or value is None:
+        return None
+    return StoredChecksum(alg, value, part_sizes)

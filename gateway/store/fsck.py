@@ -16,9 +16,10 @@ import json
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .. import digest
 from . import catalog
@@ -41,6 +42,7 @@ class Report:
     short_extents: list[tuple[str, Extent]] = field(default_factory=list)
     wrong_counts: list[tuple[str, int, int]] = field(default_factory=list)  # blob, stored, found
     bad_etags: list[tuple[str, str, str]] = field(default_factory=list)  # owner, stored, actual
+    bad_checksums: list[tuple[str, str, str]] = field(default_factory=list)  # likewise
     repaired: list[str] = field(default_factory=list)
 
     @property
@@ -54,6 +56,7 @@ class Report:
         out += [f"{o}: extent names unknown blob {b}" for o, b in self.dangling]
         out += [f"{o}: extent {e} runs past its blob" for o, e in self.short_extents]
         out += [f"{o}: ETag {s} but bytes hash to {a}" for o, s, a in self.bad_etags]
+        out += [f"{o}: checksum {s} but bytes give {a}" for o, s, a in self.bad_checksums]
         return out
 
     def _fixed(self, what: str) -> bool:
@@ -77,9 +80,16 @@ class Report:
         return "\n".join(lines)
 
 
-def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
+def check(
+    root: Path,
+    *,
+    deep: bool = False,
+    repair: bool = False,
+    checksum_of: ChecksumOf | None = None,
+) -> Report:
     """Check (and optionally repair) the data folder at `root`. The gateway must be stopped:
-    raises FolderInUse otherwise (its uncommitted blobs would look like orphans)."""
+    raises FolderInUse otherwise (its uncommitted blobs would look like orphans). `deep`
+    reads every byte; `checksum_of` also checks the stored flexible checksums then."""
     if not (root / "catalog.sqlite3").exists():
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
@@ -133,7 +143,7 @@ def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
             (b, refs, found[b]) for b, (_, refs, _) in blobs.items() if refs != found[b]
         )
         if deep:
-            _check_etags(conn, files, report)
+            _check_bytes(conn, files, report, checksum_of)
         if repair:
             _repair(conn, files, report, leftovers)
     finally:
@@ -142,63 +152,89 @@ def check(root: Path, *, deep: bool = False, repair: bool = False) -> Report:
     return report
 
 
-def _check_etags(conn: sqlite3.Connection, files: BlobFiles, report: Report) -> None:
-    """Hash the bytes of every object and pending part and compare them with what the catalog
-    says they hash to: a plain ETag, a remembered content MD5, and for a multipart object each
-    part's MD5 folded into its `-N` ETag (a flipped byte in any part's blob changes it)."""
-    rows = conn.execute("SELECT bucket, key, etag, content_md5, manifest, parts FROM objects")
-    for bucket, key, etag, content_md5, manifest, parts in rows:
+class ChecksumCheck(Protocol):
+    """Recomputes one stored checksum from the bytes fed to it."""
+
+    expected: str
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+
+    def actual(self) -> str: ...
+
+
+# From what the store kept (an object's checksums, or a pending part's `{"algorithm", "value"}`)
+# and the part sizes, a checker, or None: the protocol layer knows the algorithms.
+ChecksumOf = Callable[[Mapping[str, str], Sequence[int]], ChecksumCheck | None]
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the catalog says the bytes of an object or a pending part hash to."""
+
+    owner: str
+    extents: tuple[Extent, ...]
+    md5s: list[tuple[str, str]]  # (label, MD5 of all the bytes)
+    multipart_etag: str | None  # `-N`, folded from the MD5 of each run of `part_sizes`
+    part_sizes: list[int]
+    checksums: dict[str, str]  # for ChecksumOf
+
+
+def _stored(conn: sqlite3.Connection) -> Iterator[_Stored]:
+    rows = conn.execute(
+        "SELECT bucket, key, etag, content_md5, manifest, parts, attrs FROM objects"
+    )
+    for bucket, key, etag, content_md5, manifest, parts, attrs in rows:
         owner = f"{bucket}/{key.decode()}"
-        part_sizes = json.loads(parts) if parts and not digest.is_plain(etag) else []
+        plain = digest.is_plain(etag)
+        md5s = [(owner, etag)] if plain else []
+        if content_md5 is not None:
+            md5s.append((f"{owner} (content MD5)", content_md5))
+        sizes = json.loads(parts) if parts else []
+        yield _Stored(
+            owner,
+            catalog.decode_manifest(manifest),
+            md5s,
+            etag if not plain and sizes else None,
+            sizes,
+            json.loads(attrs).get("checksums", {}),
+        )
+    rows = conn.execute(
+        "SELECT p.upload_id, p.number, p.etag, p.manifest, p.checksum, u.attrs "
+        "FROM parts p LEFT JOIN uploads u ON u.id = p.upload_id"
+    )
+    for upload_id, number, etag, manifest, checksum, attrs in rows:
+        owner = f"upload {upload_id} part {number}"
+        algorithm = json.loads(attrs or "{}").get("checksums", {}).get("algorithm")
+        stored = {"algorithm": algorithm, "value": checksum} if algorithm and checksum else {}
+        yield _Stored(owner, catalog.decode_manifest(manifest), [(owner, etag)], None, [], stored)
+
+
+def _check_bytes(
+    conn: sqlite3.Connection, files: BlobFiles, report: Report, checksum_of: ChecksumOf | None
+) -> None:
+    """Read the bytes of every object and pending part once and compare them with what the
+    catalog says they hash to: a plain ETag, a remembered content MD5, a multipart object's
+    `-N` ETag part by part (a flipped byte in any part's blob changes it), stored checksums."""
+    for stored in _stored(conn):
+        whole = digest.md5()
+        parts = digest.PartDigests(stored.part_sizes if stored.multipart_etag else (), digest.md5)
+        checksum = checksum_of(stored.checksums, stored.part_sizes) if checksum_of else None
         try:
-            whole, part_md5s = _hash(conn, files, catalog.decode_manifest(manifest), part_sizes)
+            for chunk in _read(conn, files, stored.extents):
+                whole.update(chunk)
+                parts.update(chunk)
+                if checksum:
+                    checksum.update(chunk)
         except OSError:
             continue  # reported already as a missing or short blob
-        if digest.is_plain(etag) and whole != etag:
-            report.bad_etags.append((owner, etag, whole))
-        if part_sizes:
-            actual = digest.multipart_etag(part_md5s)
-            if actual != etag:
-                report.bad_etags.append((owner, etag, actual))
-        if content_md5 is not None and content_md5 != whole:
-            report.bad_etags.append((f"{owner} (content MD5)", content_md5, whole))
-    for upload_id, number, etag, manifest in conn.execute(
-        "SELECT upload_id, number, etag, manifest FROM parts"
-    ):
-        try:
-            whole, _ = _hash(conn, files, catalog.decode_manifest(manifest), [])
-        except OSError:
-            continue
-        if whole != etag:
-            report.bad_etags.append((f"upload {upload_id} part {number}", etag, whole))
-
-
-def _hash(
-    conn: sqlite3.Connection,
-    files: BlobFiles,
-    extents: tuple[Extent, ...],
-    part_sizes: list[int],
-) -> tuple[str, list[bytes]]:
-    """(MD5 of the bytes, binary MD5 of each run of `part_sizes` bytes), read once."""
-    whole = digest.md5()
-    part_md5s: list[bytes] = []
-    sizes = iter(part_sizes)
-    part = digest.md5()
-    left = next(sizes, None)
-    for chunk in _read(conn, files, extents):
-        whole.update(chunk)
-        view = memoryview(chunk)
-        while left is not None and (left == 0 or view):
-            take = min(left, len(view))
-            part.update(view[:take])
-            view, left = view[take:], left - take
-            if left == 0:
-                part_md5s.append(part.digest())
-                part, left = digest.md5(), next(sizes, None)
-    while left == 0:  # empty parts at the end (a one-part object of zero bytes)
-        part_md5s.append(part.digest())
-        part, left = digest.md5(), next(sizes, None)
-    return whole.hexdigest(), part_md5s
+        actual = whole.hexdigest()
+        report.bad_etags += [(label, md5, actual) for label, md5 in stored.md5s if md5 != actual]
+        if stored.multipart_etag:
+            folded = digest.multipart_etag(parts.digests())
+            if folded != stored.multipart_etag:
+                report.bad_etags.append((stored.owner, stored.multipart_etag, folded))
+        if checksum and checksum.actual() != checksum.expected:
+            report.bad_checksums.append((stored.owner, checksum.expected, checksum.actual()))
 
 
 def _read(

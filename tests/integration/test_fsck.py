@@ -215,3 +215,72 @@ def test_leftovers_of_a_killed_worker_are_not_damage(tmp_path):
     assert result.returncode == 0, result.stdout
     assert "leftover: stray tmp file" in result.stdout
     assert "no damage found" in result.stdout
+
+
+def test_deep_recomputes_the_stored_checksums(fresh_gateway):
+    """What the gateway stored for each kind of checksum is what fsck recomputes (a clean
+    folder passes), and a wrong stored value is damage."""
+    s3 = fresh_gateway.client()
+    s3.create_bucket(Bucket="sums")
+    s3.put_object(Bucket="sums", Key="crc32c", Body=b"x" * 1000, ChecksumAlgorithm="CRC32C")
+    s3.put_object(Bucket="sums", Key="sha256", Body=os.urandom(300_000), ChecksumAlgorithm="SHA256")
+    for key, algorithm, kind in (("composite", "CRC32", "COMPOSITE"), ("full", "CRC64NVME", None)):
+        extra = {"ChecksumType": kind} if kind else {}
+        upload = s3.create_multipart_upload(
+            Bucket="sums", Key=key, ChecksumAlgorithm=algorithm, **extra
+        )["UploadId"]
+        parts = []
+        for number, body in ((1, os.urandom(5 * MIB)), (2, b"tail")):
+            part = s3.upload_part(
+                Bucket="sums",
+                Key=key,
+                UploadId=upload,
+                PartNumber=number,
+                Body=body,
+                ChecksumAlgorithm=algorithm,
+            )
+            parts.append(
+                {
+                    "PartNumber": number,
+                    "ETag": part["ETag"],
+                    f"Checksum{algorithm}": part[f"Checksum{algorithm}"],
+                }
+            )
+        s3.complete_multipart_upload(
+            Bucket="sums", Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+        )
+    pending = s3.create_multipart_upload(Bucket="sums", Key="pending", ChecksumAlgorithm="SHA1")
+    s3.upload_part(
+        Bucket="sums",
+        Key="pending",
+        UploadId=pending["UploadId"],
+        PartNumber=1,
+        Body=b"p" * 100,
+        ChecksumAlgorithm="SHA1",
+    )
+    fresh_gateway.stop()
+    data = fresh_gateway.data
+    clean = fsck(data, "--deep")
+    assert clean.returncode == 0, clean.stdout
+
+    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+        for key in ("crc32c", "composite"):
+            (attrs,) = conn.execute(
+                "SELECT attrs FROM objects WHERE key = ?", (key.encode(),)
+            ).fetchone()
+            decoded = json.loads(attrs)
+            header = next(h for h in decoded["checksums"] if h != "x-amz-checksum-type")
+            decoded["checksums"][header] = "AAAAAA==" + ("-2" if key == "composite" else "")
+            conn.execute(
+                "UPDATE objects SET attrs = ? WHERE key = ?", (json.dumps(decoded), key.encode())
+            )
+        conn.execute("UPDATE parts SET checksum = 'AAAAAAAAAAAAAAAAAAAAAAAAAAA='")
+    deep = fsck(data, "--deep")
+    assert deep.returncode == 1
+    damage = [line for line in deep.stdout.splitlines() if line.startswith("DAMAGE")]
+    assert len(damage) == 3, deep.stdout
+    assert any(line.startswith("DAMAGE: sums/crc32c: checksum AAAAAA==") for line in damage)
+    assert any(line.startswith("DAMAGE: sums/composite: checksum AAAAAA==-2") for line in damage)
+    assert any(
+        line.startswith(f"DAMAGE: upload {pending['UploadId']} part 1: checksum") for line in damage
+    )

@@ -496,3 +496,38 @@ def test_gf2_combination_of_large_lengths(alg: Algorithm) -> None:
     for length in (5 * 1024**3, 10_000 * 5 * 1024**2 + 17, (1 << 40) - 1):
         a, b = crc(b"first"), crc(b"second")
         assert math.combine(a, b, length) == native(a, b, length)
+
+
+# --- checking stored checksums (fsck --deep) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("alg", list(checksums.ALGORITHMS.values()), ids=lambda a: a.name)
+def test_stored_checksum_of_a_whole_object(alg: checksums.Algorithm) -> None:
+    data = bytes(range(256)) * 5
+    check = checksums.stored_checksum({alg.header: alg.of(data).value()}, ())
+    assert check is not None
+    check.update(data[:100])
+    check.update(data[100:])
+    assert check.actual() == check.expected
+
+
+@pytest.mark.parametrize("alg", [checksums.CRC32, checksums.SHA256], ids=lambda a: a.name)
+def test_stored_checksum_of_a_composite_object(alg: checksums.Algorithm) -> None:
+    pieces = [b"a" * 7, b"b" * 5, b"c"]
+    value = checksums.composite(alg, [alg.of(p).value() for p in pieces])
+    stored = {alg.header: value, "x-amz-checksum-type": checksums.COMPOSITE}
+    check = checksums.stored_checksum(stored, [len(p) for p in pieces])
+    assert check is not None
+    check.update(b"".join(pieces))
+    assert check.actual() == value
+    bad = checksums.stored_checksum(stored, [len(p) for p in pieces])
+    assert bad is not None
+    bad.update(b"a" * 7 + b"b" * 4 + b"x" + b"c")
+    assert bad.actual() != value
+
+
+def test_stored_checksum_of_a_pending_part() -> None:
+    check = checksums.stored_checksum({"algorithm": "CRC32C", "value": "x"}, ())
+    assert check is not None and check.algorithm is checksums.CRC32C
+    assert checksums.stored_checksum({}, ()) is None
+    assert checksums.stored_checksum({"x-amz-checksum-type": "FULL_OBJECT"}, ()) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import pytest
 from hypothesis import given, settings
@@ -126,3 +127,28 @@ def test_multipart_etag_property(parts: list[bytes]) -> None:
 )
 def test_matches(condition: str, etag: str, matched: bool) -> None:
     assert digest.matches(condition, etag) is matched
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 40), min_size=0, max_size=6),
+    cuts=st.lists(st.integers(0, 300), max_size=8),
+)
+def test_part_digests_match_each_slice(sizes: list[int], cuts: list[int]) -> None:
+    """However the stream is chunked, each part's digest is the MD5 of exactly its bytes
+    (empty parts included)."""
+    data = bytes(range(256))[: sum(sizes)]
+    parts = digest.PartDigests(sizes, digest.md5)
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    for lo, hi in itertools.pairwise(bounds):
+        parts.update(data[lo:hi])
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert parts.digests() == [
+        hashlib.md5(data[s : s + n]).digest() for s, n in zip(starts, sizes, strict=True)
+    ]
+
+
+def test_part_digests_of_a_short_stream_hold_only_the_full_parts() -> None:
+    parts = digest.PartDigests([3, 3], digest.md5)
+    parts.update(b"abcd")
+    assert parts.digests() == [hashlib.md5(b"abc").digest()]
