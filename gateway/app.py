@@ -12,7 +12,7 @@ from aiohttp import web
 from . import digest, metrics
 from .config import Settings, load_users
 from .s3.handler import S3Handler, on_response_prepare
-from .store import Store
+from .store import Store, open_store
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ async def _ignore_expect(request: web.Request) -> None:
 def sweep(settings: Settings) -> None:
     """What a crash left behind goes before anything is served (the folder held alone)."""
     settings.data.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.data)
+    store = open_store(settings.data)
     try:
         tmp, orphans = store.sweep()
     finally:
@@ -41,7 +41,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     line = digest.configure(settings.md5_backend)
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     settings.data.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.data, inline_max=settings.inline_max, shared=worker)
+    store = open_store(settings.data, inline_max=settings.inline_max, shared=worker)
     if not worker:
         tmp, orphans = store.start()
         if tmp or orphans:

@@ -474,7 +474,7 @@ async def _stream(block: bytes, total: int, piece: int = 64 * 1024) -> AsyncIter
 
 def lag(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from ..config import Settings
-    from ..store import Store
+    from ..store import Store, open_store
     from ..store.store import BATCH
 
     total = args.stream_mib * MIB
@@ -520,7 +520,7 @@ def lag(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             raise RuntimeError("inline hashing computed a wrong MD5")
 
     async def store_stage() -> None:
-        store = Store(tmp / "lag-data")
+        store = open_store(tmp / "lag-data")
         try:
             blob = await store.stage(_stream(block, total))
             await store.discard(blob)

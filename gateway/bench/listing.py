@@ -10,6 +10,7 @@ should not grow with the bucket: the large/small ratio should be close to 1.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import tempfile
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ..store import catalog
-from ..store.model import Bucket, ObjectAttrs, ObjectInfo
+from ..store import open_store
+from ..store.api import CatalogTx
+from ..store.model import ObjectAttrs, ObjectInfo
 from . import loadgen
 from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
@@ -39,27 +41,31 @@ def key_name(i: int) -> str:
 
 
 def fill(data: Path, buckets: dict[str, int], owner: str) -> None:
-    """Create buckets of empty objects straight in the catalog (no blobs needed)."""
-    data.mkdir(parents=True, exist_ok=True)
-    path = data / "catalog.sqlite3"
-    catalog.initialise(path)
-    conn = catalog.connect(path)
-    conn.execute("PRAGMA synchronous=OFF")  # set-up only: the gateway reopens it durably
+    """Create buckets of empty objects (no blobs needed), 50,000 rows per transaction."""
+    asyncio.run(_fill(data, buckets, owner))
+
+
+async def _fill(data: Path, buckets: dict[str, int], owner: str) -> None:
+    store = open_store(data)
     try:
         for name, count in buckets.items():
-            conn.execute("BEGIN")
-            catalog.create_bucket(conn, Bucket(name, owner, "us-east-1", time.time_ns()))
+            await store.create_bucket(name, owner, "us-east-1")
             for start in range(0, count, 50_000):
-                rows = [
-                    ObjectInfo(name, key_name(i), 0, "d41d8cd98f00b204e9800998ecf8427e",
-                               time.time_ns(), ObjectAttrs(), ())
-                    for i in range(start, min(start + 50_000, count))
-                ]  # fmt: skip
-                for obj in rows:
-                    catalog.put_object(conn, obj)
-            conn.execute("COMMIT")
+
+                async def batch(
+                    tx: CatalogTx,
+                    name: str = name,
+                    rows: range = range(start, min(start + 50_000, count)),
+                ) -> None:
+                    for i in rows:
+                        await tx.insert_object(
+                            ObjectInfo(name, key_name(i), 0, "d41d8cd98f00b204e9800998ecf8427e",
+                                       time.time_ns(), ObjectAttrs(), ())
+                        )  # fmt: skip
+
+                await store.catalog.write(batch, long=True)
     finally:
-        conn.close()
+        store.close()
 
 
 CASES: dict[str, dict[str, str]] = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import logging
 import secrets
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -19,6 +18,7 @@ from aiohttp import web
 from .. import metrics
 from ..config import Settings
 from ..store import Store, StoreError
+from ..store import errors as store_errors
 from .auth import Authenticator, SignedRequest, User
 from .context import RESPONSE_STARTED, SENT_BY_SENDFILE, Context
 from .errors import S3Error
@@ -54,24 +54,14 @@ _UNSUPPORTED_HEADERS = (
 )
 
 
-_FULL = "The gateway's storage is full; writes fail until space is freed. Reads still work."
-_READ_ONLY = "The gateway's data folder is read-only; writes fail until it is writable again."
-
-
 def storage_unavailable(exc: BaseException) -> S3Error | None:
     """A full or read-only disk is the storage's condition, not a bug: 503, which clients retry
     with backoff, and the request has changed nothing (its staged blob is dropped)."""
     if isinstance(exc, OSError):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return S3Error("ServiceUnavailable", _FULL)
+            return S3Error("ServiceUnavailable", store_errors.FULL)
         if exc.errno == errno.EROFS:
-            return S3Error("ServiceUnavailable", _READ_ONLY)
-    if isinstance(exc, sqlite3.Error):
-        text = str(exc).lower()
-        if "disk is full" in text or "database or disk is full" in text:
-            return S3Error("ServiceUnavailable", _FULL)
-        if "readonly" in text or "read-only" in text:
-            return S3Error("ServiceUnavailable", _READ_ONLY)
+            return S3Error("ServiceUnavailable", store_errors.READ_ONLY)
     return None
 
 
@@ -200,7 +190,7 @@ class S3Handler:
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
         if target.bucket is not None and target.operation != "CreateBucket":
-            bucket = self.store.get_bucket(target.bucket)
+            bucket = await self.store.get_bucket(target.bucket)
             if bucket is None:
                 raise S3Error("NoSuchBucket", BucketName=target.bucket)
             if bucket.owner != auth.user.canonical_id:

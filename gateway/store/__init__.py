@@ -1,5 +1,15 @@
-"""Storage: a SQLite catalog over immutable, reference-counted blobs. Knows nothing of HTTP."""
+"""Storage: a catalog over immutable, reference-counted blobs. Knows nothing of HTTP.
 
+`open_store` is where a backend is chosen: the SQLite catalog in the data folder, and blob
+files under it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+from .api import Catalog
 from .errors import StoreError
 from .model import (
     Bucket,
@@ -14,7 +24,27 @@ from .model import (
     UploadsPage,
     WriteCondition,
 )
+from .sqlite import SqliteCatalog
 from .store import ObjectReader, Store
+
+
+def open_catalog(root: Path, pool: concurrent.futures.Executor) -> Catalog:
+    """The catalog of a data folder."""
+    return SqliteCatalog(root / "catalog.sqlite3", pool)
+
+
+def open_store(
+    root: Path, *, inline_max: int = 64 * 1024, io_threads: int = 16, shared: bool = False
+) -> Store:
+    """The store of a data folder (see Store for `shared`)."""
+    return Store(
+        root,
+        lambda pool: open_catalog(root, pool),
+        inline_max=inline_max,
+        io_threads=io_threads,
+        shared=shared,
+    )
+
 
 __all__ = [
     "Bucket",
@@ -31,4 +61,5 @@ __all__ = [
     "Upload",
     "UploadsPage",
     "WriteCondition",
+    "open_store",
 ]

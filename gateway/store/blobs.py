@@ -131,6 +131,10 @@ class BlobFiles:
     def open(self, blob_id: str) -> int:
         return os.open(self.path(blob_id), os.O_RDONLY)
 
+    def leftover_names(self) -> list[str]:
+        """What `empty_tmp` would remove."""
+        return sorted([*os.listdir(self.tmp), *os.listdir(self.trash)])
+
     def empty_tmp(self) -> int:
         """Remove everything under tmp/ (bodies that were being received when we stopped) and
         trash/ (blob files released and not yet freed)."""

@@ -58,3 +58,14 @@ class EntityTooLarge(StoreError):
 
 class PreconditionFailed(StoreError):
     code = "PreconditionFailed"
+
+
+class StorageUnavailable(StoreError):
+    """The storage cannot take writes now (full, or read-only): the storage's condition, not
+    a bug. Clients retry 503 with backoff; the request changed nothing."""
+
+    code = "ServiceUnavailable"
+
+
+FULL = "The gateway's storage is full; writes fail until space is freed. Reads still work."
+READ_ONLY = "The gateway's data folder is read-only; writes fail until it is writable again."

@@ -6,25 +6,27 @@ and part manifests, and (deep) that the bytes hash to what the catalog says: pla
 multipart `-N` ETags part by part, pending parts. Damage makes the exit status 1.
 
 Blob files the catalog does not know, and files under tmp/ and trash/, are leftovers of a
-crash, not damage: the next start sweeps exactly those (catalog.leftover_files decides for
+crash, not damage: the next start sweeps exactly those (store.leftover_files decides for
 both). They are listed; `repair` removes them, and fixes counts.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import concurrent.futures
 import os
-import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .. import digest
-from . import catalog
+from . import open_catalog
+from .api import BlobStore, Catalog, CatalogTx
 from .blobs import BlobFiles, FolderLock
 from .model import Extent
+from .store import leftover_files
 
 READ_CHUNK = 1 << 20
 
@@ -93,62 +95,72 @@ def check(
     if not (root / "catalog.sqlite3").exists():
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
-    lock.exclusive("fsck", wait=0)
-    files = BlobFiles(root)
-    conn = catalog.connect(root / "catalog.sqlite3")
-    report = Report()
     try:
-        blobs = {
-            blob_id: (size, refs, inline)
-            for blob_id, size, refs, inline in conn.execute(
-                "SELECT id, size, refs, data IS NOT NULL FROM blobs"
-            )
-        }
-        report.blobs = len(blobs)
-        found: Counter[str] = Counter()
-
-        def walk(owner: str, extents: tuple[Extent, ...]) -> None:
-            for e in extents:
-                found[e.blob] += 1
-                known = blobs.get(e.blob)
-                if known is None:
-                    report.dangling.append((owner, e.blob))
-                elif e.offset + e.length > known[0]:
-                    report.short_extents.append((owner, e))
-
-        for bucket, key, manifest in conn.execute("SELECT bucket, key, manifest FROM objects"):
-            report.objects += 1
-            walk(f"{bucket}/{key.decode()}", catalog.decode_manifest(manifest))
-        for upload_id, number, manifest in conn.execute(
-            "SELECT upload_id, number, manifest FROM parts"
-        ):
-            report.parts += 1
-            walk(f"upload {upload_id} part {number}", catalog.decode_manifest(manifest))
-
-        leftovers = [entry for stale in catalog.leftover_files(conn, files) for entry in stale]
-        report.orphan_files = sorted(entry.name for entry in leftovers)
-        for blob_id, (size, _, inline) in blobs.items():
-            if inline:
-                continue
-            try:
-                actual = files.path(blob_id).stat().st_size
-            except FileNotFoundError:
-                report.missing_files.append(blob_id)
-                continue
-            if actual != size:
-                report.wrong_sizes.append((blob_id, size, actual))
-        report.missing_files.sort()
-        report.tmp_files = sorted([*os.listdir(files.tmp), *os.listdir(files.trash)])
-        report.wrong_counts = sorted(
-            (b, refs, found[b]) for b, (_, refs, _) in blobs.items() if refs != found[b]
-        )
-        if deep:
-            _check_bytes(conn, files, report, checksum_of)
-        if repair:
-            _repair(conn, files, report, leftovers)
+        lock.exclusive("fsck", wait=0)
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        catalog = open_catalog(root, pool)
+        try:
+            return asyncio.run(_check(catalog, BlobFiles(root), deep, repair, checksum_of))
+        finally:
+            catalog.close()
+            pool.shutdown()
     finally:
-        conn.close()
         lock.close()
+
+
+async def _check(
+    catalog: Catalog,
+    files: BlobStore,
+    deep: bool,
+    repair: bool,
+    checksum_of: ChecksumOf | None,
+) -> Report:
+    report = Report()
+    blobs = {row.id: row async for row in catalog.audit.audit_blobs()}
+    report.blobs = len(blobs)
+    found: Counter[str] = Counter()
+
+    def walk(owner: str, extents: tuple[Extent, ...]) -> None:
+        for e in extents:
+            found[e.blob] += 1
+            known = blobs.get(e.blob)
+            if known is None:
+                report.dangling.append((owner, e.blob))
+            elif e.offset + e.length > known.size:
+                report.short_extents.append((owner, e))
+
+    async for obj in catalog.audit.audit_objects():
+        report.objects += 1
+        walk(f"{obj.bucket}/{obj.key}", obj.extents)
+    async for part, _upload in catalog.audit.audit_parts():
+        report.parts += 1
+        walk(f"upload {part.upload_id} part {part.number}", part.extents)
+
+    leftovers = [entry for stale in leftover_files(catalog.reader, files) for entry in stale]
+    report.orphan_files = sorted(entry.name for entry in leftovers)
+    for row in blobs.values():
+        if row.inline:
+            continue
+        try:
+            fd = files.open(row.id)
+        except FileNotFoundError:
+            report.missing_files.append(row.id)
+            continue
+        try:
+            actual = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if actual != row.size:
+            report.wrong_sizes.append((row.id, row.size, actual))
+    report.missing_files.sort()
+    report.tmp_files = files.leftover_names()
+    report.wrong_counts = sorted(
+        (b, row.refs, found[b]) for b, row in blobs.items() if row.refs != found[b]
+    )
+    if deep:
+        await _check_bytes(catalog, files, report, checksum_of)
+    if repair:
+        await _repair(catalog, files, report, leftovers)
     return report
 
 
@@ -175,52 +187,41 @@ class _Stored:
     extents: tuple[Extent, ...]
     md5s: list[tuple[str, str]]  # (label, MD5 of all the bytes)
     multipart_etag: str | None  # `-N`, folded from the MD5 of each run of `part_sizes`
-    part_sizes: list[int]
-    checksums: dict[str, str]  # for ChecksumOf
+    part_sizes: tuple[int, ...]
+    checksums: Mapping[str, str]  # for ChecksumOf
 
 
-def _stored(conn: sqlite3.Connection) -> Iterator[_Stored]:
-    rows = conn.execute(
-        "SELECT bucket, key, etag, content_md5, manifest, parts, attrs FROM objects"
-    )
-    for bucket, key, etag, content_md5, manifest, parts, attrs in rows:
-        owner = f"{bucket}/{key.decode()}"
-        plain = digest.is_plain(etag)
-        md5s = [(owner, etag)] if plain else []
-        if content_md5 is not None:
-            md5s.append((f"{owner} (content MD5)", content_md5))
-        sizes = json.loads(parts) if parts else []
-        yield _Stored(
-            owner,
-            catalog.decode_manifest(manifest),
-            md5s,
-            etag if not plain and sizes else None,
-            sizes,
-            json.loads(attrs).get("checksums", {}),
-        )
-    rows = conn.execute(
-        "SELECT p.upload_id, p.number, p.etag, p.manifest, p.checksum, u.attrs "
-        "FROM parts p LEFT JOIN uploads u ON u.id = p.upload_id"
-    )
-    for upload_id, number, etag, manifest, checksum, attrs in rows:
-        owner = f"upload {upload_id} part {number}"
-        algorithm = json.loads(attrs or "{}").get("checksums", {}).get("algorithm")
-        stored = {"algorithm": algorithm, "value": checksum} if algorithm and checksum else {}
-        yield _Stored(owner, catalog.decode_manifest(manifest), [(owner, etag)], None, [], stored)
+async def _stored(catalog: Catalog) -> AsyncIterator[_Stored]:
+    async for obj in catalog.audit.audit_objects():
+        owner = f"{obj.bucket}/{obj.key}"
+        plain = digest.is_plain(obj.etag)
+        md5s = [(owner, obj.etag)] if plain else []
+        if obj.content_md5 is not None:
+            md5s.append((f"{owner} (content MD5)", obj.content_md5))
+        multipart = obj.etag if not plain and obj.parts else None
+        yield _Stored(owner, obj.extents, md5s, multipart, obj.parts, obj.attrs.checksums)
+    async for part, upload in catalog.audit.audit_parts():
+        owner = f"upload {part.upload_id} part {part.number}"
+        algorithm = upload.attrs.checksums.get("algorithm") if upload else None
+        stored = {"algorithm": algorithm, "value": part.checksum} if algorithm else {}
+        if part.checksum is None:
+            stored = {}
+        yield _Stored(owner, part.extents, [(owner, part.etag)], None, (), stored)
 
 
-def _check_bytes(
-    conn: sqlite3.Connection, files: BlobFiles, report: Report, checksum_of: ChecksumOf | None
+async def _check_bytes(
+    catalog: Catalog, files: BlobStore, report: Report, checksum_of: ChecksumOf | None
 ) -> None:
     """Read the bytes of every object and pending part once and compare them with what the
     catalog says they hash to: a plain ETag, a remembered content MD5, a multipart object's
     `-N` ETag part by part (a flipped byte in any part's blob changes it), stored checksums."""
-    for stored in _stored(conn):
+    async for stored in _stored(catalog):
         whole = digest.md5()
         parts = digest.PartDigests(stored.part_sizes if stored.multipart_etag else (), digest.md5)
         checksum = checksum_of(stored.checksums, stored.part_sizes) if checksum_of else None
+        inline = await catalog.reader.read_inline(e.blob for e in stored.extents)
         try:
-            for chunk in _read(conn, files, stored.extents):
+            for chunk in _read(inline, files, stored.extents):
                 whole.update(chunk)
                 parts.update(chunk)
                 if checksum:
@@ -238,45 +239,41 @@ def _check_bytes(
 
 
 def _read(
-    conn: sqlite3.Connection, files: BlobFiles, extents: tuple[Extent, ...]
+    inline: Mapping[str, bytes], files: BlobStore, extents: tuple[Extent, ...]
 ) -> Iterator[bytes]:
     """The bytes of `extents` in chunks of at most READ_CHUNK: memory stays bounded whatever
     the object's size. Raises OSError if a blob file is missing or short."""
-    inline = catalog.read_inline(conn, [e.blob for e in extents])
     for e in extents:
         if e.blob in inline:
             yield inline[e.blob][e.offset : e.offset + e.length]
             continue
-        with open(files.path(e.blob), "rb") as f:
-            f.seek(e.offset)
-            left = e.length
+        fd = files.open(e.blob)
+        try:
+            offset, left = e.offset, e.length
             while left:
-                data = f.read(min(left, READ_CHUNK))
+                data = os.pread(fd, min(left, READ_CHUNK), offset)
                 if not data:
                     raise OSError(f"blob {e.blob} is short")
+                offset += len(data)
                 left -= len(data)
                 yield data
+        finally:
+            os.close(fd)
 
 
-def _repair(
-    conn: sqlite3.Connection, files: BlobFiles, report: Report, leftovers: list[os.DirEntry[str]]
+async def _repair(
+    catalog: Catalog, files: BlobStore, report: Report, leftovers: list[os.DirEntry[str]]
 ) -> None:
     if report.orphan_files or report.tmp_files:
         files.purge(Path(entry.path) for entry in leftovers)
         files.empty_tmp()
         report.repaired.append("leftovers")
     if report.wrong_counts:
-        conn.execute("BEGIN IMMEDIATE")
-        gone: list[str] = []
-        for blob, _stored, found in report.wrong_counts:
-            if found == 0:
-                row = conn.execute(
-                    "DELETE FROM blobs WHERE id = ? RETURNING data IS NULL", (blob,)
-                ).fetchone()
-                if row and row[0]:
-                    gone.append(blob)
-            else:
-                conn.execute("UPDATE blobs SET refs = ? WHERE id = ?", (found, blob))
-        conn.execute("COMMIT")
+
+        async def fix(tx: CatalogTx) -> None:
+            for blob, _stored, found in report.wrong_counts:
+                await tx.set_refs(blob, found)
+
+        _, gone = await catalog.write(fix, long=True)
         files.delete(gone)
         report.repaired.append("counts")

@@ -1,8 +1,10 @@
-"""The store's async API: what the protocol layer calls. Knows nothing of HTTP.
+"""The Store service: what the protocol layer calls. Knows nothing of HTTP.
 
-Writes go through the catalog writer thread (group commit); point reads run on the event
-loop's own read connection (a primary-key lookup in WAL mode takes microseconds and never waits
-for the writer); scans and file I/O run in a thread pool.
+S3's storage rules live here, once, over the Catalog and BlobStore protocols (api.py):
+conditional writes, references taken before they are dropped, Complete's checks, a copy's
+source unchanged, bucket rules, the listing roll-up (listing.py), and blobs freed only after
+the commit that released them. Which backend holds the catalog is the composition root's
+choice (`open_store`); nothing here speaks SQL or knows the data folder's layout.
 """
 
 from __future__ import annotations
@@ -14,16 +16,15 @@ import errno
 import logging
 import os
 import secrets
-import sqlite3
-import threading
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import BinaryIO, TypeVar
 
 from .. import digest, metrics
-from . import catalog, errors
+from . import errors, listing
+from .api import BlobStore, Catalog, CatalogReader, CatalogTx, complete_now
 from .blobs import BlobFiles, FolderLock, new_blob_id, start_writeback
 from .model import (
     Bucket,
@@ -51,20 +52,23 @@ READ_CHUNK = 1 << 20
 EAGER_OPEN = 256
 # Catalog writes of more keys or parts than this run in the writer's thread, not on the loop.
 LONG = 32
+MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last (AWS: 5 MiB)
+MAX_OBJECT_SIZE = 5 * 1024**4  # 5 TiB, a multipart object's largest
 
 
 class Store:
     def __init__(
         self,
         root: Path,
+        catalog: Callable[[concurrent.futures.Executor], Catalog],
         *,
         inline_max: int = 64 * 1024,
         io_threads: int = 16,
         shared: bool = False,
     ) -> None:
-        """Open a data folder. `shared`: one of several worker processes of one gateway, whose
-        parent swept the folder and holds it; otherwise this store holds it alone until
-        `start()` has swept it."""
+        """Open a data folder over the catalog `catalog(pool)` makes. `shared`: one of several
+        worker processes of one gateway, whose parent swept the folder and holds it;
+        otherwise this store holds it alone until `start()` has swept it."""
         self.root = root
         self.inline_max = inline_max
         root.mkdir(parents=True, exist_ok=True)
@@ -73,18 +77,14 @@ class Store:
             self.lock.shared()
         else:
             self.lock.exclusive("cannot start")
-        self.files = BlobFiles(root)
-        self.catalog_path = root / "catalog.sqlite3"
-        catalog.initialise(self.catalog_path)
+        self.files: BlobStore = BlobFiles(root)
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
-        self.writer = catalog.CatalogWriter(self.catalog_path, self.files, self.pool)
-        self._reader = catalog.connect(self.catalog_path)
-        self._local = threading.local()
+        self.catalog = catalog(self.pool)
+        self._read: CatalogReader = self.catalog.reader
 
     def close(self) -> None:
-        self.writer.close()
+        self.catalog.close()
         self.pool.shutdown(wait=True)
-        self._reader.close()
         self.lock.close()
 
     # --- start-up ------------------------------------------------------------------------------
@@ -105,58 +105,130 @@ class Store:
         """
         tmp = self.files.empty_tmp()
         orphans = 0
-        for stale in catalog.leftover_files(self._reader, self.files):
+        for stale in leftover_files(self._read, self.files):
             log.info("start-up sweep: removing %d unreferenced blob files", len(stale))
             self.files.purge(Path(entry.path) for entry in stale)
             orphans += len(stale)
         return tmp, orphans
 
     def totals(self) -> tuple[int, int]:
-        """(objects, bytes) stored; blocking, from any thread (a connection of its own)."""
-        conn = catalog.connect(self.catalog_path)
-        try:
-            count, size = conn.execute("SELECT count(*), total(size) FROM objects").fetchone()
-        finally:
-            conn.close()
-        return count, int(size)
+        """(objects, bytes) stored; blocking, from any thread."""
+        return self.catalog.totals()
 
     def writable(self) -> bool:
         """Can the catalog and the data folder take writes? (readiness)"""
+        if not self.catalog.writable():
+            return False
         try:
-            conn = catalog.connect(self.catalog_path)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-            finally:
-                conn.close()
             fd, path = self.files.create_tmp()
             self.files.discard_tmp(fd, path)
-        except (OSError, sqlite3.Error):
+        except OSError:
             return False
         return True
 
+    # --- writes: one way in --------------------------------------------------------------------
+
+    def _write(
+        self,
+        fn: Callable[[CatalogTx], Awaitable[T]],
+        staged: Sequence[str] = (),
+        *,
+        long: bool = False,
+        frees: bool = False,
+    ) -> asyncio.Future[T]:
+        """Run `fn` in a committed transaction. Blob files it released are moved out of reach
+        before the answer and freed after it, or before it when `frees` (a delete answers once
+        the space is free); `staged` blob files are removed if it fails. All of that happens
+        whatever becomes of the caller: a request that goes away neither leaks a blob nor
+        deletes one that a committed object uses."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = loop.create_future()
+
+        def settled(outcome: asyncio.Future[tuple[T, list[str]]]) -> None:
+            exc = outcome.exception()
+            if exc is not None:
+                if staged:
+                    self.pool.submit(self._free, list(staged))
+                _answer(answer, None, exc)
+                return
+            result, released = outcome.result()
+            if not released:
+                _answer(answer, result, None)
+                return
+            # Off the loop: renames and unlinks of released files.
+            done = lambda: loop.call_soon_threadsafe(_answer, answer, result, None)  # noqa: E731
+            self.pool.submit(self._free, released, *((None, done) if frees else (done, None)))
+
+        self.catalog.write(fn, long=long).add_done_callback(settled)
+        return answer
+
+    def _free(
+        self,
+        released: list[str],
+        early: Callable[[], None] | None = None,
+        late: Callable[[], None] | None = None,
+    ) -> None:
+        """Move released blob files out of reach, call `early`, free them, call `late`."""
+        retired: list[Path] = []
+        try:
+            retired = self.files.retire(released)
+        except OSError:
+            log.exception("could not move released blob files out (the sweep will remove them)")
+        if early is not None:
+            early()
+        try:
+            self.files.purge(retired)
+        except OSError:
+            log.exception("could not free released blob files (the sweep will)")
+        if late is not None:
+            late()
+
+    async def _put(self, tx: CatalogTx, obj: ObjectInfo, new_blobs: Sequence[StagedBlob]) -> None:
+        """Insert or replace an object. References to its extents are taken before the
+        replaced object's are dropped, in this one transaction, so replacing an object by a
+        copy of itself never frees a blob it still uses."""
+        await tx.retain(obj.extents, new_blobs)
+        old = await tx.delete_object(obj.bucket, obj.key)
+        if old is not None:
+            await tx.release(old.extents)
+        if not await tx.insert_object(obj):
+            raise errors.NoSuchBucket(BucketName=obj.bucket)
+
     # --- buckets -------------------------------------------------------------------------------
 
-    def get_bucket(self, name: str) -> Bucket | None:
-        return catalog.get_bucket(self._reader, name)
+    async def get_bucket(self, name: str) -> Bucket | None:
+        return await self._read.get_bucket(name)
 
-    def list_buckets(self, owner: str | None = None) -> list[Bucket]:
-        return catalog.list_buckets(self._reader, owner)
+    async def list_buckets(self, owner: str | None = None) -> list[Bucket]:
+        return await self._read.list_buckets(owner)
 
     async def create_bucket(self, name: str, owner: str, region: str) -> Bucket:
         bucket = Bucket(name, owner, region, time.time_ns())
 
-        def commit(conn: sqlite3.Connection) -> tuple[Bucket, list[str]]:
-            catalog.create_bucket(conn, bucket)
-            return bucket, []
+        async def commit(tx: CatalogTx) -> Bucket:
+            existing = await tx.insert_bucket(bucket)
+            if existing is not None:
+                if existing.owner == owner:
+                    raise errors.BucketAlreadyOwnedByYou(BucketName=name)
+                raise errors.BucketAlreadyExists(BucketName=name)
+            return bucket
 
-        return await self.writer.run(commit)
+        return await self._write(commit)
 
     async def delete_bucket(self, name: str) -> None:
+        """Delete an empty bucket; its unfinished multipart uploads go with it."""
+
+        async def commit(tx: CatalogTx) -> None:
+            await _require_bucket(tx, name)
+            if not await tx.bucket_is_empty(name):
+                raise errors.BucketNotEmpty(BucketName=name)
+            for upload_id in await tx.upload_ids(name):
+                for part in await tx.delete_upload(upload_id):
+                    await tx.release(part.extents)
+            await tx.delete_bucket(name)
+
         # Its uploads go with it: any number of statements, run off the event loop.
-        await self.writer.run(
-            lambda c: (None, catalog.delete_bucket(c, name)), long=True, frees=True
-        )
+        await self._write(commit, long=True, frees=True)
 
     # --- writing objects -----------------------------------------------------------------------
 
@@ -230,25 +302,31 @@ class Store:
         )
         staged = [] if blob.data is not None else [blob.id]
 
-        def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            await _check_write(tx, bucket, key, condition)
             # The timestamp is taken inside the transaction so that commit order and
             # Last-Modified order agree.
-            catalog.check_write(conn, bucket, key, condition)
             final = replace(obj, mtime_ns=time.time_ns())
-            return final, catalog.put_object(conn, final, [blob] if blob.size else [])
+            await self._put(tx, final, [blob] if blob.size else [])
+            return final
 
-        return await self.writer.run(commit, staged)
+        return await self._write(commit, staged)
 
-    def check_write(self, bucket: str, key: str, condition: WriteCondition) -> None:
+    async def check_write(self, bucket: str, key: str, condition: WriteCondition) -> None:
         """An early look at a write condition (it is checked again when the write commits)."""
-        catalog.check_write(self._reader, bucket, key, condition)
+        await _check_write(self._read, bucket, key, condition)
 
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
-        await self.writer.run(
-            lambda c: (None, catalog.delete_objects(c, bucket, keys)),
-            long=len(keys) > LONG,
-            frees=True,
-        )
+        """Delete keys (a missing key is not an error, as in S3)."""
+
+        async def commit(tx: CatalogTx) -> None:
+            await _require_bucket(tx, bucket)
+            for key in keys:
+                old = await tx.delete_object(bucket, key)
+                if old is not None:
+                    await tx.release(old.extents)
+
+        await self._write(commit, long=len(keys) > LONG, frees=True)
 
     async def copy_object(
         self,
@@ -266,10 +344,10 @@ class Store:
         when the caller hashed a multipart source, is remembered on it for the next copy.
         """
 
-        def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
-            _require_unchanged(conn, source)
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            await _require_unchanged(tx, source)
             if learnt_md5 is not None:
-                catalog.remember_content_md5(conn, source, learnt_md5)
+                await tx.remember_content_md5(source, learnt_md5)
             obj = ObjectInfo(
                 bucket=bucket,
                 key=key,
@@ -280,9 +358,10 @@ class Store:
                 extents=source.extents,
                 content_md5=etag,
             )
-            return obj, catalog.put_object(conn, obj)
+            await self._put(tx, obj, [])
+            return obj
 
-        return await self.writer.run(commit)
+        return await self._write(commit)
 
     async def content_md5(
         self, obj: ObjectInfo, start: int = 0, length: int | None = None
@@ -291,7 +370,7 @@ class Store:
         length = obj.size - start if length is None else length
         reader = ObjectReader(self, obj)
         try:
-            reader.open()
+            await reader.open()
         except FileNotFoundError as exc:
             reader.close()
             raise errors.SourceChanged() from exc
@@ -309,14 +388,16 @@ class Store:
     async def create_upload(self, bucket: str, key: str, owner: str, attrs: ObjectAttrs) -> Upload:
         upload = Upload(secrets.token_urlsafe(32), bucket, key, time.time_ns(), owner, attrs)
 
-        def commit(conn: sqlite3.Connection) -> tuple[Upload, list[str]]:
-            catalog.create_upload(conn, upload)
-            return upload, []
+        async def commit(tx: CatalogTx) -> Upload:
+            await _require_bucket(tx, bucket)
+            await tx.insert_upload(upload)
+            return upload
 
-        return await self.writer.run(commit)
+        return await self._write(commit)
 
-    def get_upload(self, upload_id: str, bucket: str, key: str) -> Upload:
-        return catalog.get_upload(self._reader, upload_id, bucket, key)
+    async def get_upload(self, upload_id: str, bucket: str, key: str) -> Upload:
+        """The upload, which must be for this bucket and key (else NoSuchUpload, as on AWS)."""
+        return await _upload(self._read, upload_id, bucket, key)
 
     async def upload_part(
         self, upload: Upload, number: int, blob: StagedBlob, checksum: str | None = None
@@ -331,12 +412,13 @@ class Store:
             checksum,
         )
 
-        def commit(conn: sqlite3.Connection) -> tuple[Part, list[str]]:
-            catalog.get_upload(conn, upload.id, upload.bucket, upload.key)  # not aborted
+        async def commit(tx: CatalogTx) -> Part:
+            await _upload(tx, upload.id, upload.bucket, upload.key)  # not aborted meanwhile
             final = replace(part, mtime_ns=time.time_ns())
-            return final, catalog.put_part(conn, final, [blob] if blob.size else [])
+            await _put_part(tx, final, [blob] if blob.size else [])
+            return final
 
-        return await self.writer.run(commit, [] if blob.data is not None else [blob.id])
+        return await self._write(commit, [] if blob.data is not None else [blob.id])
 
     async def upload_part_copy(
         self,
@@ -350,11 +432,11 @@ class Store:
     ) -> Part:
         """A part over a slice of the source's extents: the bytes are not copied."""
 
-        def commit(conn: sqlite3.Connection) -> tuple[Part, list[str]]:
-            catalog.get_upload(conn, upload.id, upload.bucket, upload.key)
-            _require_unchanged(conn, source)
+        async def commit(tx: CatalogTx) -> Part:
+            await _upload(tx, upload.id, upload.bucket, upload.key)
+            await _require_unchanged(tx, source)
             if learnt_md5 is not None:
-                catalog.remember_content_md5(conn, source, learnt_md5)
+                await tx.remember_content_md5(source, learnt_md5)
             part = Part(
                 upload.id,
                 number,
@@ -363,12 +445,13 @@ class Store:
                 time.time_ns(),
                 slice_extents(source.extents, start, length),
             )
-            return part, catalog.put_part(conn, part)
+            await _put_part(tx, part, [])
+            return part
 
-        return await self.writer.run(commit)
+        return await self._write(commit)
 
-    def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
-        return catalog.list_parts(self._reader, upload_id, after, limit)
+    async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
+        return await self._read.list_parts(upload_id, after, limit)
 
     async def complete_upload(
         self,
@@ -379,35 +462,63 @@ class Store:
         checksums_of: Callable[[Upload, Sequence[Part]], dict[str, str]],
         condition: WriteCondition | None = None,
     ) -> ObjectInfo:
-        """Finish an upload. A retried Complete of an upload that made the current object is
-        answered with that object, as AWS does."""
+        """Make the object from the chosen (part number, ETag) pairs, in ascending order.
 
-        def commit(conn: sqlite3.Connection) -> tuple[ObjectInfo, list[str]]:
+        The object's manifest is the parts' manifests end to end: no byte is copied. Every
+        part must exist with that ETag (InvalidPart) and all but the last be at least 5 MiB
+        (EntityTooSmall). Parts not chosen are released with the upload. A retried Complete of
+        an upload that made the current object is answered with that object, as AWS does.
+        """
+
+        async def commit(tx: CatalogTx) -> ObjectInfo:
             try:
-                upload = catalog.get_upload(conn, upload_id, bucket, key)
+                upload = await _upload(tx, upload_id, bucket, key)
             except errors.NoSuchUpload:
-                done = catalog.get_object(conn, bucket, key)
+                done = await tx.get_object(bucket, key)
                 if done is not None and done.upload_id == upload_id:
-                    return done, []
+                    return done
                 raise
-            return catalog.complete_upload(
-                conn,
-                upload,
-                chosen,
-                digest.multipart_etag_of_hex,
-                time.time_ns(),
-                lambda parts: checksums_of(upload, parts),
-                condition,
+            await _check_write(tx, bucket, key, condition)
+            parts = {p.number: p for p in await tx.list_parts(upload.id, 0, -1)}
+            picked: list[Part] = []
+            for number, etag in chosen:
+                part = parts.get(number)
+                if part is None or part.etag != etag:
+                    raise errors.InvalidPart(UploadId=upload.id, PartNumber=number, ETag=etag)
+                picked.append(part)
+            for part in picked[:-1]:
+                if part.size < MIN_PART_SIZE:
+                    raise errors.EntityTooSmall(
+                        ProposedSize=part.size, MinSizeAllowed=MIN_PART_SIZE, PartNumber=part.number
+                    )
+            size = sum(p.size for p in picked)
+            if size > MAX_OBJECT_SIZE:
+                raise errors.EntityTooLarge(ProposedSize=size, MaxSizeAllowed=MAX_OBJECT_SIZE)
+            obj = ObjectInfo(
+                bucket=bucket,
+                key=key,
+                size=size,
+                etag=digest.multipart_etag_of_hex(p.etag for p in picked),
+                mtime_ns=time.time_ns(),
+                attrs=replace(upload.attrs, checksums=checksums_of(upload, picked)),
+                extents=tuple(e for p in picked for e in p.extents),
+                parts=tuple(p.size for p in picked),
+                upload_id=upload.id,
             )
+            await self._put(tx, obj, [])  # references the parts' blobs before the upload lets go
+            for part in await tx.delete_upload(upload.id):
+                await tx.release(part.extents)
+            return obj
 
-        return await self.writer.run(commit, long=len(chosen) > LONG)
+        return await self._write(commit, long=len(chosen) > LONG)
 
     async def abort_upload(self, upload_id: str, bucket: str, key: str) -> None:
-        def commit(conn: sqlite3.Connection) -> tuple[None, list[str]]:
-            catalog.get_upload(conn, upload_id, bucket, key)
-            return None, catalog.abort_upload(conn, upload_id)
+        async def commit(tx: CatalogTx) -> None:
+            await _upload(tx, upload_id, bucket, key)
+            for part in await tx.delete_upload(upload_id):
+                await tx.release(part.extents)
 
-        await self.writer.run(commit, long=True, frees=True)  # any number of parts
+        await self._write(commit, long=True, frees=True)  # any number of parts
 
     async def list_uploads(
         self,
@@ -418,32 +529,45 @@ class Store:
         upload_id_marker: str,
         max_uploads: int,
     ) -> UploadsPage:
-        return await self._in_pool(
-            catalog.list_uploads,
-            bucket,
-            prefix,
-            delimiter,
-            key_marker,
-            upload_id_marker,
-            max_uploads,
-        )
+        """Uploads by key, then by initiation time; common prefixes as in list_objects."""
+
+        async def page(reader: CatalogReader) -> UploadsPage:
+            await _require_bucket(reader, bucket)
+            cursor: tuple[object, ...] = (key_marker.encode(),)
+            inclusive = False
+            if key_marker and upload_id_marker:
+                # Resume inside the marker key, after that upload.
+                marker = await reader.get_upload(upload_id_marker)
+                if marker is not None:
+                    cursor = (key_marker.encode(), marker.initiated_ns, marker.id)
+            rolled = await listing.roll_up(
+                lambda c, i, end, n: reader.scan_uploads(bucket, c, i, end, n),
+                prefix.encode(),
+                delimiter.encode(),
+                cursor,
+                inclusive,
+                max_uploads,
+            )
+            return UploadsPage(tuple(rolled.items), rolled.prefixes, rolled.truncated)
+
+        return await self.catalog.scan(page)
 
     # --- reading objects -----------------------------------------------------------------------
 
-    def head_object(self, bucket: str, key: str) -> ObjectInfo:
-        obj = catalog.get_object(self._reader, bucket, key)
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
+        obj = await self._read.get_object(bucket, key)
         if obj is None:
-            catalog.require_bucket(self._reader, bucket)
+            await _require_bucket(self._read, bucket)
             raise errors.NoSuchKey(Key=key)
         return obj
 
-    def open_object(self, bucket: str, key: str) -> ObjectReader:
+    async def open_object(self, bucket: str, key: str) -> ObjectReader:
         """Look an object up and open what its bytes need, as one consistent snapshot."""
         for _attempt in range(5):
-            obj = self.head_object(bucket, key)
+            obj = await self.head_object(bucket, key)
             reader = ObjectReader(self, obj)
             try:
-                reader.open()
+                await reader.open()
             except FileNotFoundError:
                 # Replaced or deleted between the lookup and the open: look again.
                 reader.close()
@@ -454,18 +578,94 @@ class Store:
     async def list_objects(
         self, bucket: str, prefix: str, delimiter: str, after: str, max_keys: int
     ) -> ListPage:
-        return await self._in_pool(catalog.list_objects, bucket, prefix, delimiter, after, max_keys)
+        """One page of a listing: keys > `after` that start with `prefix`, with keys that
+        contain `delimiter` after the prefix rolled up into common prefixes."""
 
-    async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a catalog read (a scan) in the pool, on that thread's own read connection."""
+        async def page(reader: CatalogReader) -> ListPage:
+            await _require_bucket(reader, bucket)
+            rolled = await listing.roll_up(
+                lambda c, i, end, n: reader.scan_objects(bucket, c, i, end, n),
+                prefix.encode(),
+                delimiter.encode(),
+                (after.encode(),),
+                False,
+                max_keys,
+            )
+            return ListPage(tuple(rolled.items), rolled.prefixes, rolled.truncated, rolled.last)
 
-        def run() -> T:
-            conn = getattr(self._local, "conn", None)
-            if conn is None:
-                conn = self._local.conn = catalog.connect(self.catalog_path)
-            return fn(conn, *args)
+        return await self.catalog.scan(page)
 
-        return await asyncio.get_running_loop().run_in_executor(self.pool, run)
+
+def _answer(fut: asyncio.Future[T], result: T | None, exc: BaseException | None) -> None:
+    if fut.done():  # the request went away; the outcome stands regardless
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)  # type: ignore[arg-type]
+
+
+async def _require_bucket(reader: CatalogReader, name: str) -> Bucket:
+    bucket = await reader.get_bucket(name)
+    if bucket is None:
+        raise errors.NoSuchBucket(BucketName=name)
+    return bucket
+
+
+async def _upload(reader: CatalogReader, upload_id: str, bucket: str, key: str) -> Upload:
+    upload = await reader.get_upload(upload_id)
+    if upload is None or upload.bucket != bucket or upload.key != key:
+        raise errors.NoSuchUpload(UploadId=upload_id)
+    return upload
+
+
+async def _put_part(tx: CatalogTx, part: Part, new_blobs: Sequence[StagedBlob]) -> None:
+    """Store a part, replacing one with the same number: references before releases."""
+    await tx.retain(part.extents, new_blobs)
+    old = await tx.put_part(part)
+    if old is not None:
+        await tx.release(old.extents)
+
+
+async def _check_write(
+    reader: CatalogReader, bucket: str, key: str, condition: WriteCondition | None
+) -> None:
+    """If-None-Match / If-Match on a write, against the current object."""
+    if condition is None:
+        return
+    current = await reader.get_object(bucket, key)
+    if (
+        condition.if_none_match is not None
+        and current is not None
+        and digest.matches(condition.if_none_match, current.etag)
+    ):
+        raise errors.PreconditionFailed(Condition="If-None-Match")
+    if condition.if_match is not None:
+        if current is None:
+            raise errors.NoSuchKey(Key=key)
+        if not digest.matches(condition.if_match, current.etag):
+            raise errors.PreconditionFailed(Condition="If-Match")
+
+
+async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:
+    """The source of a copy must still be the version that was checked and hashed."""
+    current = await reader.get_object(source.bucket, source.key)
+    if current is None:
+        raise errors.NoSuchKey(Key=source.key)
+    if current.extents != source.extents or current.etag != source.etag:
+        raise errors.SourceChanged()
+
+
+def leftover_files(reader: CatalogReader, files: BlobStore) -> Iterator[list[os.DirEntry[str]]]:
+    """Blob files the catalog does not know, one directory at a time: what a crash (or a
+    worker killed mid-request) left. The start-up sweep removes them and fsck calls them
+    leftovers, not damage: both ask here, so they cannot disagree. Blocking (the catalog's
+    calls must complete at once: run before serving)."""
+    for _prefix, entries in files.walk():
+        known = complete_now(reader.file_blobs_among([entry.name for entry in entries]))
+        stale = [entry for entry in entries if entry.name not in known]
+        if stale:
+            yield stale
 
 
 class _BlobSink:
@@ -546,11 +746,11 @@ class ObjectReader:
         self.inline: dict[str, bytes] = {}
         self.fds: dict[str, int] = {}
 
-    def open(self) -> None:
+    async def open(self) -> None:
         blobs = {e.blob for e in self.info.extents}
         if not blobs:
             return
-        self.inline = catalog.read_inline(self.store._reader, blobs)
+        self.inline = await self.store.catalog.reader.read_inline(blobs)
         files = blobs - self.inline.keys()
         if len(files) <= EAGER_OPEN:
             for blob in files:
@@ -575,11 +775,12 @@ class ObjectReader:
             return None
         return b"".join(self.inline[p.blob][p.offset : p.offset + p.length] for p in pieces)
 
-    def single_file(self, start: int, length: int) -> tuple[int, int] | None:
-        """(fd, offset) when the range lies within one file blob: it can be sent with sendfile."""
+    def single_file(self, start: int, length: int) -> tuple[BinaryIO, int] | None:
+        """(a file of its own, offset) when the range lies within one file blob: it can be
+        sent with sendfile. The caller closes the file."""
         pieces = slice_extents(self.info.extents, start, length)
         if len(pieces) == 1 and pieces[0].blob not in self.inline:
-            return self._fd(pieces[0].blob), pieces[0].offset
+            return os.fdopen(os.dup(self._fd(pieces[0].blob)), "rb"), pieces[0].offset
         return None
 
     def _read(self, extent: Extent, offset: int, count: int) -> bytes:
@@ -622,12 +823,3 @@ class ObjectReader:
                 offset += len(piece)
                 count -= len(piece)
         return d.digest()
-
-
-def _require_unchanged(conn: sqlite3.Connection, source: ObjectInfo) -> None:
-    """The source of a copy must still be the version that was checked and hashed."""
-    current = catalog.get_object(conn, source.bucket, source.key)
-    if current is None:
-        raise errors.NoSuchKey(Key=source.key)
-    if current.extents != source.extents or current.etag != source.etag:
-        raise errors.SourceChanged()

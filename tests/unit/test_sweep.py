@@ -9,6 +9,7 @@ unknown and deleted it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import os
@@ -18,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.store import catalog, fsck
+from gateway.store import Store, fsck, open_store
+from gateway.store.api import CatalogTx
 from gateway.store.blobs import BlobFiles
-from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, StagedBlob
-from gateway.store.store import Store
+from gateway.store.model import Extent, ObjectAttrs, ObjectInfo, StagedBlob
 
 BOUNDARIES = [
     "0000",
@@ -59,32 +60,30 @@ def _write_file(files: BlobFiles, blob_id: str, data: bytes) -> None:
 def _reference(root: Path, blob_ids: list[str]) -> None:
     """One object per id, its one extent a file blob of that id, committed in the catalog."""
     files = BlobFiles(root)
-    catalog.initialise(root / "catalog.sqlite3")
-    conn = catalog.connect(root / "catalog.sqlite3")
-    try:
-        conn.execute("BEGIN")
-        bucket = next(_buckets)
-        catalog.create_bucket(conn, Bucket(bucket, "owner", "us-east-1", 1))
+    bucket = next(_buckets)
+    for blob_id in blob_ids:
+        _write_file(files, blob_id, blob_id.encode())
+
+    async def rows(tx: CatalogTx) -> None:
         for n, blob_id in enumerate(blob_ids):
             data = blob_id.encode()
-            _write_file(files, blob_id, data)
             md5 = hashlib.md5(data)
-            catalog.put_object(
-                conn,
-                ObjectInfo(
-                    bucket,
-                    f"key-{n}",
-                    len(data),
-                    md5.hexdigest(),
-                    1,
-                    ObjectAttrs(),
-                    (Extent(blob_id, 0, len(data)),),
-                ),
-                [StagedBlob(blob_id, len(data), md5.digest())],
+            extent = Extent(blob_id, 0, len(data))
+            await tx.retain([extent], [StagedBlob(blob_id, len(data), md5.digest())])
+            obj = ObjectInfo(
+                bucket, f"key-{n}", len(data), md5.hexdigest(), 1, ObjectAttrs(), (extent,)
             )
-        conn.execute("COMMIT")
+            assert await tx.insert_object(obj)
+
+    async def fill(store: Store) -> None:
+        await store.create_bucket(bucket, "owner", "us-east-1")
+        await store.catalog.write(rows)
+
+    store = open_store(root)
+    try:
+        asyncio.run(fill(store))
     finally:
-        conn.close()
+        store.close()
 
 
 def _files_on_disk(root: Path) -> set[str]:
@@ -116,7 +115,7 @@ def test_sweep_removes_exactly_the_leftovers(
     assert sorted(before.orphan_files) == sorted(leftovers)
     assert before.tmp_files == ["body-in-flight"]
 
-    store = Store(root)
+    store = open_store(root)
     try:
         assert store.start() == (1, len(leftovers))
     finally:
@@ -136,7 +135,7 @@ def test_a_file_outside_its_directory_is_swept_by_its_path(tmp_path: Path) -> No
     misplaced.parent.mkdir(parents=True)
     misplaced.write_bytes(b"?")
     assert sorted(fsck.check(tmp_path).orphan_files) == sorted([stray.name, misplaced.name])
-    store = Store(tmp_path)
+    store = open_store(tmp_path)
     try:
         store.start()
     finally:
@@ -152,7 +151,7 @@ def test_many_files_in_one_directory(tmp_path: Path) -> None:
     files = BlobFiles(tmp_path)
     for n in range(1, 1400, 2):
         _write_file(files, f"ffff{n:028x}", b"left")
-    store = Store(tmp_path)
+    store = open_store(tmp_path)
     try:
         assert store.start() == (0, 700)
     finally:

@@ -38,9 +38,9 @@ def _xml(body: bytes, status: int = 200) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/xml")
 
 
-def _page_of_buckets(ctx: Context) -> tuple[list[Bucket], str | None]:
+async def _page_of_buckets(ctx: Context) -> tuple[list[Bucket], str | None]:
     """prefix, continuation-token and max-buckets (1 to 10,000): a page and the next token."""
-    buckets = ctx.store.list_buckets(ctx.user.canonical_id)
+    buckets = await ctx.store.list_buckets(ctx.user.canonical_id)
     prefix = ctx.query.get("prefix", "")
     token = ctx.query.get("continuation-token")
     after = ""
@@ -63,7 +63,7 @@ def _page_of_buckets(ctx: Context) -> tuple[list[Bucket], str | None]:
 
 
 async def list_buckets(ctx: Context) -> web.StreamResponse:
-    buckets, token = _page_of_buckets(ctx)
+    buckets, token = await _page_of_buckets(ctx)
     return _xml(
         xml.render(
             "ListAllMyBucketsResult",
@@ -123,7 +123,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
 
 
 async def head_bucket(ctx: Context) -> web.StreamResponse:
-    bucket = ctx.store.get_bucket(ctx.bucket)
+    bucket = await ctx.store.get_bucket(ctx.bucket)
     assert bucket is not None  # the dispatcher checked it exists
     return web.Response(headers={"x-amz-bucket-region": bucket.region})
 
@@ -134,7 +134,7 @@ async def delete_bucket(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_location(ctx: Context) -> web.StreamResponse:
-    bucket = ctx.store.get_bucket(ctx.bucket)
+    bucket = await ctx.store.get_bucket(ctx.bucket)
     assert bucket is not None
     # us-east-1 is reported as an empty LocationConstraint.
     region = "" if bucket.region == "us-east-1" else bucket.region

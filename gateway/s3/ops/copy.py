@@ -73,14 +73,14 @@ def parse_copy_source(value: str) -> CopySource:
     return CopySource(bucket, key)
 
 
-def _source(ctx: Context, ref: CopySource) -> ObjectInfo:
+async def _source(ctx: Context, ref: CopySource) -> ObjectInfo:
     """Look the source up, check the caller may read it and its x-amz-copy-source-if-*."""
-    bucket = ctx.store.get_bucket(ref.bucket)
+    bucket = await ctx.store.get_bucket(ref.bucket)
     if bucket is None:
         raise S3Error("NoSuchBucket", BucketName=ref.bucket)
     if bucket.owner != ctx.user.canonical_id:
         raise S3Error("AccessDenied")
-    obj = ctx.store.head_object(ref.bucket, check_key(ref.key))
+    obj = await ctx.store.head_object(ref.bucket, check_key(ref.key))
     conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns, prefix=COPY_PREFIX)
     return obj
 
@@ -108,7 +108,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive", directive)
     for _attempt in range(ATTEMPTS):
-        source = _source(ctx, ref)
+        source = await _source(ctx, ref)
         if source.size > MAX_COPY_SIZE:
             raise S3Error(
                 "InvalidRequest",
@@ -169,10 +169,10 @@ def parse_copy_range(value: str | None, size: int) -> tuple[int, int]:
 async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     number = part_number(ctx)
-    upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     for _attempt in range(ATTEMPTS):
-        source = _source(ctx, ref)
+        source = await _source(ctx, ref)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
         if length > MAX_COPY_SIZE:
             raise S3Error(

@@ -78,8 +78,8 @@ def _contents(page: ListPage, encode: Encode, owner: list[xml.Node] | None) -> l
     return nodes
 
 
-def _bucket_owner(ctx: Context) -> list[xml.Node]:
-    bucket = ctx.store.get_bucket(ctx.bucket)
+async def _bucket_owner(ctx: Context) -> list[xml.Node]:
+    bucket = await ctx.store.get_bucket(ctx.bucket)
     return ctx.owner(bucket.owner if bucket else ctx.user.canonical_id)
 
 
@@ -98,7 +98,7 @@ async def list_objects(ctx: Context) -> web.StreamResponse:
         # AWS returns NextMarker only with a delimiter; without one the last key serves.
         ("NextMarker", encode(page.last) if page.truncated and delimiter else None),
     ]
-    nodes += _contents(page, encode, _bucket_owner(ctx))
+    nodes += _contents(page, encode, await _bucket_owner(ctx))
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
@@ -138,7 +138,7 @@ async def list_objects_v2(ctx: Context) -> web.StreamResponse:
         ),
         ("StartAfter", encode(start_after) if start_after else None),
     ]
-    nodes += _contents(page, encode, _bucket_owner(ctx) if fetch_owner else None)
+    nodes += _contents(page, encode, await _bucket_owner(ctx) if fetch_owner else None)
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
@@ -157,7 +157,7 @@ async def list_object_versions(ctx: Context) -> web.StreamResponse:
     if version_marker not in ("", "null"):
         raise invalid_argument("Invalid version id specified", "version-id-marker", version_marker)
     page, prefix, delimiter, max_keys = await _page(ctx, key_marker)
-    owner = _bucket_owner(ctx)
+    owner = await _bucket_owner(ctx)
     nodes: list[xml.Node] = [
         ("Name", ctx.bucket),
         ("Prefix", encode(prefix)),

@@ -85,7 +85,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     expected_md5 = content_md5(ctx.headers)
     ctx.payload.require_length(MAX_PART_SIZE)
     # Before the body is invited: an unknown upload costs the client nothing.
-    upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
     expected = _algorithm(upload)
     sent = ctx.payload.checksum
     if expected is not None and sent is not None and sent.algorithm is not expected:
@@ -106,7 +106,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.query["uploadId"]
-    condition = write_condition(ctx)
+    condition = await write_condition(ctx)
     root = xml.parse(await ctx.read_xml(MAX_COMPLETE_BODY))
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
@@ -192,7 +192,7 @@ async def abort_multipart_upload(ctx: Context) -> web.StreamResponse:
 
 async def list_parts(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
-    upload = ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
     limit = max_count(ctx, "max-parts")
     raw_marker = ctx.query.get("part-number-marker", "0") or "0"
     if parse_int(raw_marker) < 0:
@@ -202,7 +202,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             raw_marker,
         )
     marker = int(raw_marker)
-    parts = ctx.store.list_parts(upload.id, marker, limit + 1)
+    parts = await ctx.store.list_parts(upload.id, marker, limit + 1)
     truncated = len(parts) > limit
     parts = parts[:limit]
     owner = ctx.owner(upload.owner)

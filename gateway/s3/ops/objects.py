@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -166,7 +165,7 @@ async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
     return blob
 
 
-def write_condition(ctx: Context) -> WriteCondition | None:
+async def write_condition(ctx: Context) -> WriteCondition | None:
     """If-Match / If-None-Match on a write (AWS's conditional writes: `*` or ETags). Checked
     once before the body is read (a cheap early answer) and again, atomically, when the write
     commits."""
@@ -175,13 +174,13 @@ def write_condition(ctx: Context) -> WriteCondition | None:
     if if_match is None and if_none_match is None:
         return None
     condition = WriteCondition(if_match=if_match, if_none_match=if_none_match)
-    ctx.store.check_write(ctx.bucket, ctx.key, condition)
+    await ctx.store.check_write(ctx.bucket, ctx.key, condition)
     return condition
 
 
 async def put_object(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
-    condition = write_condition(ctx)
+    condition = await write_condition(ctx)
     attrs = attrs_from_headers(ctx.headers)
     encoding = ctx.payload.content_encoding()
     headers = {k: v for k, v in attrs.headers.items() if k != "content-encoding"}
@@ -200,7 +199,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
 
 
 async def get_object(ctx: Context) -> web.StreamResponse:
-    reader = ctx.store.open_object(ctx.bucket, check_key(ctx.key))
+    reader = await ctx.store.open_object(ctx.bucket, check_key(ctx.key))
     try:
         return await _send_object(ctx, reader)
     finally:
@@ -208,7 +207,7 @@ async def get_object(ctx: Context) -> web.StreamResponse:
 
 
 async def head_object(ctx: Context) -> web.StreamResponse:
-    obj = ctx.store.head_object(ctx.bucket, check_key(ctx.key))
+    obj = await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
     return await _send_object(ctx, None, obj)
 
 
@@ -264,8 +263,8 @@ async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int)
     transport = ctx.request.transport
     if span is None or transport is None:
         return False
-    fd, offset = span
-    with os.fdopen(os.dup(fd), "rb") as f:
+    f, offset = span
+    with f:
         try:
             await asyncio.get_running_loop().sendfile(transport, f, offset, length)
         except NotImplementedError:

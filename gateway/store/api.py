@@ -1,0 +1,218 @@
+"""The storage seam: what a catalog backend and a blob backend implement.
+
+The Store service (store.py) holds S3's storage rules once and reaches storage only through
+these protocols; an adapter (sqlite/ for the catalog, blobs.py for files) holds the SQL or the
+file calls and nothing of S3's rules.
+
+Catalog calls are coroutines, so that a backend with a network round trip (PostgreSQL) can
+await; a backend may also complete without ever suspending (SQLite on a local file), and
+`complete_now` then runs the same coroutine to its end in the calling thread. The rules are
+therefore written once, as coroutines, for both kinds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from .model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+
+T = TypeVar("T")
+
+# A position in an ordered scan: the key's UTF-8 bytes, then (for uploads) the initiation time
+# and the id. A scan returns the rows whose leading fields compare after it (or from it).
+Cursor = tuple[Any, ...]
+
+
+class CatalogReader(Protocol):
+    """Reads; inside a transaction they see its writes."""
+
+    async def get_bucket(self, name: str) -> Bucket | None: ...
+
+    async def list_buckets(self, owner: str | None) -> list[Bucket]: ...
+
+    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None: ...
+
+    async def get_upload(self, upload_id: str) -> Upload | None: ...
+
+    async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]: ...
+
+    async def scan_objects(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[bytes, ListEntry]]:
+        """Up to `limit` objects in key byte order, after (or from) `cursor`, keys < `end`."""
+        ...
+
+    async def scan_uploads(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[bytes, Upload]]:
+        """Uploads by (key bytes, initiation time, id), after (or from) `cursor`."""
+        ...
+
+    async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
+        """The bytes of the inline blobs among `blob_ids`."""
+        ...
+
+    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        """Those of `blob_ids` that the catalog knows as blobs kept in files."""
+        ...
+
+
+@dataclass(frozen=True)
+class BlobRow:
+    id: str
+    size: int
+    refs: int
+    inline: bool
+
+
+class CatalogAudit(Protocol):
+    """Whole-catalog scans for fsck (a stopped gateway's data folder)."""
+
+    def audit_blobs(self) -> AsyncIterator[BlobRow]: ...
+
+    def audit_objects(self) -> AsyncIterator[ObjectInfo]: ...
+
+    def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
+        """Every pending part, with its upload (None if the upload row is gone)."""
+        ...
+
+
+class CatalogTx(CatalogReader, Protocol):
+    """One write, inside a transaction that commits (durably) before the write is answered.
+    A write that raises is undone alone."""
+
+    async def insert_bucket(self, bucket: Bucket) -> Bucket | None:
+        """Create the bucket, or return the one that already has the name."""
+        ...
+
+    async def delete_bucket(self, name: str) -> None: ...
+
+    async def bucket_is_empty(self, name: str) -> bool: ...
+
+    async def upload_ids(self, bucket: str) -> list[str]: ...
+
+    async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
+        """One reference per extent; `new_blobs` are inserted with theirs. Raises
+        SourceChanged if a blob is gone (released meanwhile)."""
+        ...
+
+    async def release(self, extents: Iterable[Extent]) -> None:
+        """Drop one reference per extent. Blobs that reach zero are deleted; those kept in
+        files are handed back by `Catalog.write` once the transaction has committed."""
+        ...
+
+    async def insert_object(self, obj: ObjectInfo) -> bool:
+        """Insert the row of a key that has none; False if the bucket does not exist."""
+        ...
+
+    async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        """Remove the row (its references are the caller's to release); the row, or None."""
+        ...
+
+    async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
+        """Record a multipart object's content MD5, if the row is still that version."""
+        ...
+
+    async def insert_upload(self, upload: Upload) -> None: ...
+
+    async def put_part(self, part: Part) -> Part | None:
+        """Store a part; the part it replaced (its references are the caller's to release)."""
+        ...
+
+    async def delete_upload(self, upload_id: str) -> list[Part]:
+        """Forget an upload; its parts (their references are the caller's to release)."""
+        ...
+
+    async def set_refs(self, blob_id: str, refs: int) -> None:
+        """Repair: set a blob's reference count; at zero the blob goes (as `release`)."""
+        ...
+
+
+class Catalog(Protocol):
+    """A catalog backend: point reads, scans, and transactions."""
+
+    reader: CatalogReader
+    audit: CatalogAudit
+
+    async def scan(self, fn: Callable[[CatalogReader], Awaitable[T]]) -> T:
+        """Run a read of many statements (a listing page) where the backend runs long work."""
+        ...
+
+    def write(
+        self, fn: Callable[[CatalogTx], Awaitable[T]], *, long: bool = False
+    ) -> Awaitable[tuple[T, list[str]]]:
+        """Run `fn` in a transaction and commit it. Gives (its result, the ids of file blobs it
+        released). The outcome stands whatever becomes of the caller: a caller that goes away
+        does not undo or abandon a write. `long`: many statements."""
+        ...
+
+    def totals(self) -> tuple[int, int]:
+        """(objects, bytes) stored; blocking, from any thread."""
+        ...
+
+    def writable(self) -> bool:
+        """Can it take writes now? (readiness)"""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BlobStore(Protocol):
+    """Immutable blobs. Every call blocks: the Store calls them from its thread pool."""
+
+    def create_tmp(self) -> tuple[int, Path]:
+        """A new, empty file to write a blob into, opened for writing."""
+        ...
+
+    def publish(self, fd: int, tmp_path: Path, blob_id: str) -> None:
+        """Make a written blob durable under its id, and close it."""
+        ...
+
+    def discard_tmp(self, fd: int | None, tmp_path: Path) -> None: ...
+
+    def open(self, blob_id: str) -> int:
+        """A descriptor for ranged reads (and sendfile). FileNotFoundError if it is gone."""
+        ...
+
+    def retire(self, blob_ids: Iterable[str]) -> list[Path]:
+        """Take released blobs out of reach at once; `purge` frees their space."""
+        ...
+
+    def purge(self, retired: Iterable[Path]) -> None: ...
+
+    def delete(self, blob_ids: Iterable[str]) -> None: ...
+
+    def empty_tmp(self) -> int:
+        """Remove what was being written or freed when the gateway stopped."""
+        ...
+
+    def leftover_names(self) -> list[str]:
+        """What `empty_tmp` would remove."""
+        ...
+
+    def walk(self) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
+        """Every blob file, one directory at a time."""
+        ...
+
+
+def complete_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a backend that completes without awaiting) to
+    its end in this thread."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a catalog call that must complete at once suspended")

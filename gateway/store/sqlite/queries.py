@@ -1,0 +1,339 @@
+"""The SQLite catalog's statements: the reads and writes of api.CatalogReader and CatalogTx.
+
+Every method is a coroutine that completes without suspending (a local SQLite file answers at
+once), run on whatever thread owns the connection. No S3 rule is decided here: which write
+may happen, and in what order, is the Store service's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from .. import errors
+from ..api import BlobRow, Cursor
+from ..model import Bucket, Extent, ListEntry, ObjectAttrs, ObjectInfo, Part, StagedBlob, Upload
+
+# Names looked up per statement: well under SQLite's limit on bound parameters.
+_LOOKUP_BATCH = 500
+
+_OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
+_UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
+_PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
+
+
+def encode_attrs(attrs: ObjectAttrs) -> str:
+    fields = {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta}
+    if attrs.checksums:
+        fields["checksums"] = attrs.checksums
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def decode_attrs(text: str) -> ObjectAttrs:
+    a = json.loads(text)
+    return ObjectAttrs(a["content_type"], a["headers"], a["meta"], a.get("checksums", {}))
+
+
+def encode_manifest(extents: Iterable[Extent]) -> str:
+    return json.dumps([[e.blob, e.offset, e.length] for e in extents], separators=(",", ":"))
+
+
+def decode_manifest(text: str) -> tuple[Extent, ...]:
+    return tuple(Extent(b, o, n) for b, o, n in json.loads(text))
+
+
+def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
+    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
+    return ObjectInfo(
+        bucket=bucket,
+        key=key.decode(),
+        size=size,
+        etag=etag,
+        mtime_ns=mtime_ns,
+        attrs=decode_attrs(attrs),
+        extents=decode_manifest(manifest),
+        content_md5=content_md5,
+        parts=tuple(json.loads(parts)) if parts else (),
+        upload_id=upload_id,
+    )
+
+
+def _upload_from_row(row: Sequence[Any]) -> Upload:
+    upload_id, bucket, key, initiated_ns, owner, attrs = row
+    return Upload(upload_id, bucket, key.decode(), initiated_ns, owner, decode_attrs(attrs))
+
+
+def _part_from_row(upload_id: str, row: Sequence[Any]) -> Part:
+    number, size, etag, mtime_ns, manifest, checksum = row
+    return Part(upload_id, number, size, etag, mtime_ns, decode_manifest(manifest), checksum)
+
+
+def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str, list[Any]]:
+    """`(c1, c2, ...) > (?, ?, ...)` over as many leading columns as the cursor has."""
+    lead = columns[: len(cursor)]
+    op = ">=" if inclusive else ">"
+    if len(lead) == 1:
+        return f"{lead[0]} {op} ?", list(cursor)
+    return f"({', '.join(lead)}) {op} ({', '.join('?' * len(lead))})", list(cursor)
+
+
+class SqliteReader:
+    """api.CatalogReader over one connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def get_bucket(self, name: str) -> Bucket | None:
+        row = self.conn.execute(
+            "SELECT name, owner, region, created_ns FROM buckets WHERE name = ?", (name,)
+        ).fetchone()
+        return Bucket(*row) if row else None
+
+    async def list_buckets(self, owner: str | None) -> list[Bucket]:
+        if owner is None:
+            rows = self.conn.execute(
+                "SELECT name, owner, region, created_ns FROM buckets ORDER BY name"
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT name, owner, region, created_ns FROM buckets WHERE owner = ? ORDER BY name",
+                (owner,),
+            )
+        return [Bucket(*row) for row in rows]
+
+    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = self.conn.execute(
+            f"SELECT {_OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
+            (bucket, key.encode()),
+        ).fetchone()
+        return object_from_row(bucket, row) if row else None
+
+    async def get_upload(self, upload_id: str) -> Upload | None:
+        row = self.conn.execute(
+            f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE id = ?", (upload_id,)
+        ).fetchone()
+        return _upload_from_row(row) if row else None
+
+    async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
+        rows = self.conn.execute(
+            f"SELECT {_PART_COLUMNS} FROM parts WHERE upload_id = ? AND number > ? "
+            "ORDER BY number LIMIT ?",
+            (upload_id, after, limit),
+        )
+        return [_part_from_row(upload_id, row) for row in rows]
+
+    async def scan_objects(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[bytes, ListEntry]]:
+        where, args = _after(("key",), cursor, inclusive)
+        bound = " AND key < ?" if end is not None else ""
+        rows = self.conn.execute(
+            f"SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = ? AND {where}{bound} "
+            "ORDER BY key LIMIT ?",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [
+            (key, ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
+        ]
+
+    async def scan_uploads(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[bytes, Upload]]:
+        where, args = _after(("key", "initiated_ns", "id"), cursor, inclusive)
+        bound = " AND key < ?" if end is not None else ""
+        rows = self.conn.execute(
+            f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE bucket = ? AND {where}{bound} "
+            "ORDER BY key, initiated_ns, id LIMIT ?",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [(row[2], _upload_from_row(row)) for row in rows]
+
+    async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for blob in set(blob_ids):
+            row = self.conn.execute("SELECT data FROM blobs WHERE id = ?", (blob,)).fetchone()
+            if row is not None and row[0] is not None:
+                found[blob] = row[0]
+        return found
+
+    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        # Each name is looked up exactly, never as a range of ids: a range bound worked out as
+        # text (the `ffff` directory's "next prefix" is "10000", below "ffff…") once made every
+        # referenced blob of a directory look orphaned to the start-up sweep.
+        known: set[str] = set()
+        for start in range(0, len(blob_ids), _LOOKUP_BATCH):
+            batch = list(blob_ids[start : start + _LOOKUP_BATCH])
+            marks = ",".join("?" * len(batch))
+            known.update(
+                row[0]
+                for row in self.conn.execute(
+                    f"SELECT id FROM blobs WHERE id IN ({marks}) AND data IS NULL", batch
+                )
+            )
+        return known
+
+
+class SqliteAudit:
+    """api.CatalogAudit: whole-table scans, row by row."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def audit_blobs(self) -> AsyncIterator[BlobRow]:
+        for blob_id, size, refs, inline in self.conn.execute(
+            "SELECT id, size, refs, data IS NOT NULL FROM blobs"
+        ):
+            yield BlobRow(blob_id, size, refs, bool(inline))
+
+    async def audit_objects(self) -> AsyncIterator[ObjectInfo]:
+        for row in self.conn.execute(f"SELECT bucket, {_OBJECT_COLUMNS} FROM objects"):
+            yield object_from_row(row[0], row[1:])
+
+    async def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
+        rows = self.conn.execute(
+            f"SELECT p.upload_id, {', '.join('p.' + c for c in _PART_COLUMNS.split(', '))}, "
+            f"{', '.join('u.' + c for c in _UPLOAD_COLUMNS.split(', '))} "
+            "FROM parts p LEFT JOIN uploads u ON u.id = p.upload_id"
+        )
+        for row in rows:
+            part = _part_from_row(row[0], row[1:7])
+            yield part, _upload_from_row(row[7:]) if row[7] is not None else None
+
+
+class SqliteTx(SqliteReader):
+    """api.CatalogTx inside a transaction (a savepoint of a group) of the writing connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.released: list[str] = []  # file blobs that reached zero references
+
+    async def insert_bucket(self, bucket: Bucket) -> Bucket | None:
+        existing = await self.get_bucket(bucket.name)
+        if existing is not None:
+            return existing
+        self.conn.execute(
+            "INSERT INTO buckets (name, owner, region, created_ns) VALUES (?, ?, ?, ?)",
+            (bucket.name, bucket.owner, bucket.region, bucket.created_ns),
+        )
+        return None
+
+    async def delete_bucket(self, name: str) -> None:
+        self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
+
+    async def bucket_is_empty(self, name: str) -> bool:
+        row = self.conn.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,))
+        return row.fetchone() is None
+
+    async def upload_ids(self, bucket: str) -> list[str]:
+        rows = self.conn.execute("SELECT id FROM uploads WHERE bucket = ?", (bucket,))
+        return [upload_id for (upload_id,) in rows.fetchall()]
+
+    async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
+        counts = Counter(e.blob for e in extents)
+        for blob in new_blobs:
+            self.conn.execute(
+                "INSERT INTO blobs (id, size, refs, data) VALUES (?, ?, ?, ?)",
+                (blob.id, blob.size, counts.pop(blob.id, 0), blob.data),
+            )
+        for blob, n in counts.items():
+            cur = self.conn.execute("UPDATE blobs SET refs = refs + ? WHERE id = ?", (n, blob))
+            if cur.rowcount != 1:
+                raise errors.SourceChanged("a blob of the source was released concurrently")
+
+    async def release(self, extents: Iterable[Extent]) -> None:
+        for blob, n in Counter(e.blob for e in extents).items():
+            # Most blobs have one user: try the delete first, one statement in that case.
+            row = self.conn.execute(
+                "DELETE FROM blobs WHERE id = ? AND refs <= ? RETURNING data IS NULL", (blob, n)
+            ).fetchone()
+            if row is None:
+                self.conn.execute("UPDATE blobs SET refs = refs - ? WHERE id = ?", (n, blob))
+            elif row[0]:
+                self.released.append(blob)
+
+    async def insert_object(self, obj: ObjectInfo) -> bool:
+        # The bucket is checked by the insert itself (one statement less per PUT).
+        cur = self.conn.execute(
+            f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
+            (
+                obj.bucket,
+                obj.key.encode(),
+                obj.size,
+                obj.etag,
+                obj.content_md5,
+                obj.mtime_ns,
+                encode_attrs(obj.attrs),
+                encode_manifest(obj.extents),
+                json.dumps(list(obj.parts)) if obj.parts else None,
+                obj.upload_id,
+                obj.bucket,
+            ),
+        )
+        return cur.rowcount == 1
+
+    async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = self.conn.execute(
+            f"DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING {_OBJECT_COLUMNS}",
+            (bucket, key.encode()),
+        ).fetchone()
+        return object_from_row(bucket, row) if row else None
+
+    async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
+        self.conn.execute(
+            "UPDATE objects SET content_md5 = ? WHERE bucket = ? AND key = ? AND manifest = ?",
+            (md5, obj.bucket, obj.key.encode(), encode_manifest(obj.extents)),
+        )
+
+    async def insert_upload(self, upload: Upload) -> None:
+        self.conn.execute(
+            f"INSERT INTO uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                upload.id,
+                upload.bucket,
+                upload.key.encode(),
+                upload.initiated_ns,
+                upload.owner,
+                encode_attrs(upload.attrs),
+            ),
+        )
+
+    async def put_part(self, part: Part) -> Part | None:
+        old = self.conn.execute(
+            f"DELETE FROM parts WHERE upload_id = ? AND number = ? RETURNING {_PART_COLUMNS}",
+            (part.upload_id, part.number),
+        ).fetchone()
+        self.conn.execute(
+            f"INSERT INTO parts (upload_id, {_PART_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                part.upload_id,
+                part.number,
+                part.size,
+                part.etag,
+                part.mtime_ns,
+                encode_manifest(part.extents),
+                part.checksum,
+            ),
+        )
+        return _part_from_row(part.upload_id, old) if old else None
+
+    async def set_refs(self, blob_id: str, refs: int) -> None:
+        if refs > 0:
+            self.conn.execute("UPDATE blobs SET refs = ? WHERE id = ?", (refs, blob_id))
+            return
+        row = self.conn.execute(
+            "DELETE FROM blobs WHERE id = ? RETURNING data IS NULL", (blob_id,)
+        ).fetchone()
+        if row and row[0]:
+            self.released.append(blob_id)
+
+    async def delete_upload(self, upload_id: str) -> list[Part]:
+        rows = self.conn.execute(
+            f"DELETE FROM parts WHERE upload_id = ? RETURNING {_PART_COLUMNS}", (upload_id,)
+        ).fetchall()
+        self.conn.execute("DELETE FROM uploads WHERE id = ?", (upload_id,))
+        return [_part_from_row(upload_id, row) for row in rows]

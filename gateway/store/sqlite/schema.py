@@ -1,0 +1,88 @@
+"""The SQLite catalog's schema: tables, connections, migrations.
+
+Keys are stored as BLOBs of their UTF-8 bytes, so that SQLite's memcmp ordering is S3's listing
+order (UTF-8 byte order) and prefix bounds can be computed on bytes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = 2
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS buckets (
+    name        TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    region      TEXT NOT NULL,
+    created_ns  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS objects (
+    bucket      TEXT NOT NULL,
+    key         BLOB NOT NULL,
+    size        INTEGER NOT NULL,
+    etag        TEXT NOT NULL,
+    content_md5 TEXT,
+    mtime_ns    INTEGER NOT NULL,
+    attrs       TEXT NOT NULL,
+    manifest    TEXT NOT NULL,
+    parts       TEXT,
+    upload_id   TEXT,
+    PRIMARY KEY (bucket, key)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS uploads (
+    id           TEXT PRIMARY KEY,
+    bucket       TEXT NOT NULL,
+    key          BLOB NOT NULL,
+    initiated_ns INTEGER NOT NULL,
+    owner        TEXT NOT NULL,
+    attrs        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, initiated_ns, id);
+
+CREATE TABLE IF NOT EXISTS parts (
+    upload_id   TEXT NOT NULL,
+    number      INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    etag        TEXT NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    manifest    TEXT NOT NULL,
+    checksum    TEXT,
+    PRIMARY KEY (upload_id, number)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS blobs (
+    id          TEXT PRIMARY KEY,
+    size        INTEGER NOT NULL,
+    refs        INTEGER NOT NULL,
+    data        BLOB
+);
+"""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves; check_same_thread=False only
+    # because a connection is created on one thread and then owned by another.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: the WAL is fsynced at every commit, so a commit is durable before we answer 200.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def initialise(path: Path) -> None:
+    conn = connect(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"catalog {path} has schema {version}, newer than this gateway")
+        if version == 1:
+            # 2: parts keep the flexible checksum their UploadPart verified.
+            conn.execute("ALTER TABLE parts ADD COLUMN checksum TEXT")
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    finally:
+        conn.close()

@@ -1,0 +1,85 @@
+"""The layers hold without review: each module's imports, read from its source, against the
+rules of docs/architecture.md."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "gateway"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports (relative imports resolved; `from a import b` counts as
+    both a and a.b, since b may be a module)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _offenders(where: str, forbidden: tuple[str, ...], exempt: tuple[str, ...] = ()) -> list[str]:
+    """`exempt`: module names, or packages written `name.*` (the package and what is in it)."""
+
+    def is_exempt(module: str) -> bool:
+        return any(_under(module, e[:-2]) if e.endswith(".*") else module == e for e in exempt)
+
+    return sorted(
+        f"{module} imports {imported}"
+        for module, imports in MODULES.items()
+        if _under(module, where) and not is_exempt(module)
+        for imported in imports
+        if any(_under(imported, f) for f in forbidden)
+    )
+
+
+def test_the_modules_were_read() -> None:
+    assert "gateway.s3.handler" in MODULES and "gateway.store.sqlite" in MODULES
+    assert "gateway.store.sqlite.queries" in MODULES["gateway.store.sqlite"]
+
+
+@pytest.mark.parametrize(
+    ("where", "forbidden", "exempt"),
+    [
+        # The protocol layer reaches storage through the Store service only: no adapter, no
+        # SQL, no blob files, no file calls.
+        ("gateway.s3", ("gateway.store.sqlite", "gateway.store.blobs", "sqlite3", "os"), ()),
+        # Storage knows nothing of HTTP or of S3's wire formats.
+        ("gateway.store", ("aiohttp", "gateway.s3", "gateway.app", "gateway.server"), ()),
+        # SQL to SQLite is spoken in its adapter only.
+        ("gateway", ("sqlite3",), ("gateway.store.sqlite.*",)),
+        # Only the composition root (gateway.store's open_store) picks the catalog adapter.
+        ("gateway", ("gateway.store.sqlite",), ("gateway.store.sqlite.*", "gateway.store")),
+    ],
+)
+def test_layer_rule(where: str, forbidden: tuple[str, ...], exempt: tuple[str, ...]) -> None:
+    assert _offenders(where, forbidden, exempt) == []
