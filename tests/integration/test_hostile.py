@@ -1079,6 +1079,38 @@ def test_range_with_nul(unchanged: World) -> None:
     expect(unchanged.send(request), 400, None)
 
 
+# --- response-* overrides ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["%00", "%0A", "text%0D%0AX-Injected:%201", "%7F", "a%1Fb"])
+@pytest.mark.parametrize("size", ["inline", "file"])
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_response_override_with_a_control_character(
+    world: World, value: str, size: str, method: str
+) -> None:
+    """A header cannot carry it: 400 InvalidArgument before anything is sent (it was a cut
+    connection for bytes kept in the catalog, a 500 and a traceback for a file)."""
+    key = "victim"
+    if size == "file":
+        key = "override-file"
+        world.s3.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(300_000))
+    logged = len(world.server.log)
+    try:
+        for param in ("response-content-type", "response-content-disposition"):
+            answer = world.send(world.signed(method, f"/{BUCKET}/{key}?{param}={value}"))
+            assert answer.status == 400, str(answer)
+            assert "x-injected" not in answer.headers
+            if method == "GET":
+                expect(answer, 400, "InvalidArgument")
+                assert f"<ArgumentName>{param}</ArgumentName>".encode() in answer.body
+    finally:
+        if size == "file":
+            world.s3.delete_object(Bucket=BUCKET, Key=key)
+    logged_now = world.server.log[logged:]
+    assert not [line for line in logged_now if "ERROR" in line or "Traceback" in line]
+    world.settled()
+
+
 # --- part numbers ---------------------------------------------------------------------------
 
 BAD_PART_NUMBERS = ["0", "10001", "-1", "abc", "", "9" * 30, "1.5", "+1", "0x1"]
