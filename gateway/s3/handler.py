@@ -202,6 +202,8 @@ class S3Handler:
         if target.bucket is not None and target.operation != "CreateBucket":
             bucket = self.store.get_bucket(target.bucket)
             if bucket is None:
+                if not buckets.could_be_a_bucket(target.bucket):
+                    raise S3Error("InvalidBucketName", BucketName=target.bucket)
                 raise S3Error("NoSuchBucket", BucketName=target.bucket)
             if bucket.owner != auth.user.canonical_id:
                 raise S3Error("AccessDenied")

@@ -1168,6 +1168,15 @@ def test_upload_id_garbage(unchanged: World, upload_id: str) -> None:
         ("xn--abc", False),
         ("abc-s3alias", False),
         ("abc--ol-s3", False),
+        ("foo-.bar", False),  # a label ends with "-"
+        ("foo.-bar", False),  # a label starts with "-"
+        ("999.1.1.1", False),  # formatted as an IP address, if not a real one
+        ("sthree-abc", False),
+        ("amzn-s3-demo-abc", False),
+        ("abc.mrap", False),
+        ("abc--x-s3", False),
+        ("abc--table-s3", False),
+        ("a-b.c-d.e1", True),
         ("a%C3%A9b", False),
         ("a%00b", False),
         ("a%20b", False),
@@ -1184,6 +1193,27 @@ def test_bucket_name_limits(world: World, name: str, valid: bool) -> None:
         expect(answer, 400, "InvalidBucketName")
     assert world.snapshot() == before
     world.settled()
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "code"),
+    [
+        ("a", 400, "InvalidBucketName"),  # no bucket, old or new, has a 1-letter name
+        ("a" * 256, 400, "InvalidBucketName"),
+        ("a%20b", 400, "InvalidBucketName"),
+        ("a%2Ab", 400, "InvalidBucketName"),
+        # Names a bucket from before AWS's DNS rules may have: it is just not there.
+        ("Old_Style.Bucket", 404, "NoSuchBucket"),
+        ("foo-.bar", 404, "NoSuchBucket"),
+    ],
+)
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_request_to_a_bucket_name_that_cannot_exist(
+    unchanged: World, name: str, status: int, code: str, method: str
+) -> None:
+    target = f"/{name}/key" if method != "DELETE" else f"/{name}"
+    body = b"x" if method == "PUT" else b""
+    expect(unchanged.send(unchanged.signed(method, target, body=body)), status, code)
 
 
 def test_bucket_name_not_utf8(unchanged: World) -> None:
