@@ -6,8 +6,6 @@ Codes, statuses and default messages follow the table in AWS's "Error responses"
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
-
 # code -> (HTTP status, default message)
 CODES: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
@@ -137,6 +135,11 @@ class S3Error(Exception):
         super().__init__(f"{code}: {self.message}")
 
     def to_xml(self, resource: str, request_id: str) -> bytes:
+        # The same escaping as every other document: a field may echo a key holding control
+        # characters (NoSuchKey), which must not go out as raw bytes. (Imported here: xml
+        # raises S3Error.)
+        from .xml import escape
+
         extra = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in self.fields.items())
         return (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
