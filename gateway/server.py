@@ -104,7 +104,9 @@ async def _site(
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing.
-    runner = web.AppRunner(
+    from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
+
+    runner = S3AppRunner(
         app,
         access_log=None,
         handle_signals=False,
