@@ -63,7 +63,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
     ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
-    ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
+    ("workers", int, 0, "processes sharing the listening socket; 0: one per core"),
     ("max-header-size", int, 8190, "longest request line or header line, in bytes"),
     # Also bounds a client that never finishes its headers (aiohttp's keep-alive timer runs
     # until a request is complete); S3 itself drops idle connections after about 20 s.
