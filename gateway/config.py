@@ -97,12 +97,11 @@ class StartError(Exception):
     operator (naming the setting), exit status 2, no traceback."""
 
 
-# The range each number may take: what the gateway can work with, not what is reasonable
-# (a number not listed here must be positive). Out of range is a start-up error.
+# The range each number may take (one not listed here: at least 1); out of range is a
+# start-up error, where a zero or a negative would otherwise fail every request, or none.
 _RANGES: dict[str, tuple[float, float]] = {
     "workers": (0, 256),
-    # aiohttp cannot parse a request with a line longer than this; below 1 KiB a signed
-    # request's Authorization header alone does not fit.
+    # Below 1 KiB a signed request's Authorization header alone does not fit.
     "max-header-size": (1024, 1024**2),
     "max-xml-size": (512, 256 * 1024**2),
     "idle-timeout": (0.5, 3600),
@@ -134,11 +133,13 @@ def setting_name(flag: str) -> str:
 
 def _convert(flag: str, kind: type, value: str) -> object:
     if kind is str:
-        if flag in _CHOICES and value not in _CHOICES[flag]:
+        if flag not in _CHOICES:
+            return value
+        if value.strip().lower() not in _CHOICES[flag]:
             raise StartError(
                 f"{setting_name(flag)} must be one of {', '.join(_CHOICES[flag])}, not {value!r}"
             )
-        return value
+        return value.strip().lower()
     low, high = _RANGES.get(flag, (1, float("inf")))
     what = "a whole number" if kind is int else "a number"
     bounds = f"from {low:g} to {high:g}" if high != float("inf") else f"of at least {low:g}"
