@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from aiohttp import web
 
 from . import digest, metrics
-from .config import Settings, load_users
+from .config import Settings, load_users, read_users_file
 from .s3.handler import S3Handler, on_response_prepare
 from .store import Store
 
@@ -39,9 +38,10 @@ def sweep(settings: Settings) -> None:
 def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     """The application of one process. A `worker` shares a folder its parent swept."""
     line = digest.configure(settings.md5_backend)
-    log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     settings.data.mkdir(parents=True, exist_ok=True)
+    # Logged once the folder is ours: a start refused for a folder in use is one line.
     store = Store(settings.data, inline_max=settings.inline_max, shared=worker)
+    log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     if not worker:
         tmp, orphans = store.start()
         if tmp or orphans:
@@ -99,20 +99,34 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
-def describe(settings: Settings, url: str) -> list[str]:
+def describe(settings: Settings, url: str, generated: bool = False) -> list[str]:
+    """The start-up banner. The secret key goes into logs that others read (docker compose
+    logs, CI): it is shown only on the start that generated it, with where it is kept."""
     users, path = load_users(settings)
     user = next(iter(users.values()))
-    source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
-    if settings.users is not None and settings.access_key:
-        source = f"{settings.users} and S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
-    # "listening on" comes last: whoever waits for it has seen the rest.
-    return [
+    again = f"`s3gw credentials --data {settings.data}` prints it"
+    if settings.users is not None and user.access_key in {
+        u.access_key for u in read_users_file(settings.users)
+    }:
+        kept = f"not shown; set in {settings.users}"
+    elif path is None:
+        kept = "not shown; set by S3GW_SECRET_KEY"
+    elif generated:
+        kept = f"{user.secret_key} (generated now, kept in {path}; {again} again)"
+    else:
+        kept = f"not shown; kept in {path} ({again})"
+    lines = [
         f"data folder: {settings.data.resolve()}",
-        f"credentials: {source}",
         f"access key: {user.access_key}",
-        f"secret key: {user.secret_key}",
+        f"secret key: {kept}",
+    ]
+    if settings.users is not None:
+        lines.append(f"users: {len(users)} (this one, and the others of {settings.users})")
+    # "listening on" comes last: whoever waits for it has seen the rest.
+    lines += [
         f"region: {settings.region}",
         f"workers: {settings.workers}",
         f"event loop: {settings.loop}",
         f"s3gw listening on {url}",
     ]
+    return lines
