@@ -43,6 +43,7 @@ from aiohttp import web
 from . import digest, metrics, tls
 from .app import build_app, describe, sweep
 from .config import Settings, StartError, main_user, read_users_file, setting_name
+from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store.blobs import FolderLock
 
 log = logging.getLogger(__name__)
@@ -298,8 +299,6 @@ async def _start(
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing. shutdown_timeout: what aiohttp's own shutdown grants a
     # request still running after our grace period (ceil_timeout takes 0 as "no limit").
-    from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
-
     runner = S3AppRunner(
         app,
         access_log=None,
