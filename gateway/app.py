@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -60,7 +61,8 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     ):
         app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
-    metrics.STORED.source = store.totals
+    metrics.STORED.scan = store.totals
+    app.cleanup_ctx.append(_count_stored)
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -93,9 +95,18 @@ async def _ready(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ready" if ok else "not ready"}, status=200 if ok else 503)
 
 
+async def _count_stored(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(metrics.STORED.keep_fresh())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def _metrics(request: web.Request) -> web.StreamResponse:
-    store = request.app[STORE]
-    body = await asyncio.get_running_loop().run_in_executor(store.pool, metrics.render)
+    # Rendering has a thread of its own: a flood of scrapes queues there, not in the store's
+    # I/O threads that uploads wait for.
+    body = await asyncio.get_running_loop().run_in_executor(metrics.RENDERING, metrics.render)
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
