@@ -18,6 +18,7 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 STORE = web.AppKey("store", Store)
+RENDERER = web.AppKey("renderer", metrics.Renderer)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -62,6 +63,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
     metrics.STORED.scan = store.totals
+    app[RENDERER] = metrics.Renderer()
     app.cleanup_ctx.append(_count_stored)
     app.on_response_prepare.append(on_response_prepare)
 
@@ -104,9 +106,7 @@ async def _count_stored(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _metrics(request: web.Request) -> web.StreamResponse:
-    # Rendering has a thread of its own: a flood of scrapes queues there, not in the store's
-    # I/O threads that uploads wait for.
-    body = await asyncio.get_running_loop().run_in_executor(metrics.RENDERING, metrics.render)
+    body = await request.app[RENDERER].render()
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
