@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from . import loadgen
-from .listing import fill
-from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
+from .listing import fill_for_gateway
+from .process import GatewayProcess
 
 KIB = 1024
 
@@ -139,16 +139,9 @@ def render(r: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Settings, load_users
-
     with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
         data = Path(tmp) / "data"
-        users, _ = load_users(
-            Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
-        )
-        started = time.perf_counter()
-        fill(data, {"stored": args.objects, "put": 0}, users[ACCESS_KEY].canonical_id)
-        print(f"filled the catalog in {time.perf_counter() - started:.1f} s", flush=True)
+        fill_for_gateway(data, {"stored": args.objects, "put": 0})
         server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
         try:
             result = measure(server.url, args)
