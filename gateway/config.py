@@ -37,6 +37,7 @@ class Settings:
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
+    min_body_rate: int = 500
     max_header_size: int = 8190
     idle_timeout: float = 20.0
     max_xml_size: int = 4 * 1024 * 1024
@@ -74,6 +75,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("max-uploads", int, 256, "request bodies received at once per worker; more: 503 SlowDown"),
     # AWS answers RequestTimeout after about 20 s without a byte of the body.
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
+    # Apache's mod_reqtimeout default (body MinRate=500): below any real client, even on a
+    # bad link, while a body that trickles a byte at a time no longer holds an upload slot.
+    (
+        "min-body-rate",
+        int,
+        500,
+        "bytes a second a request body must average over each --body-timeout of waiting "
+        "for it, or RequestTimeout; 0: no minimum",
+    ),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
@@ -135,6 +145,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         tls_self_signed=args.tls_self_signed,
         inline_max=args.inline_max,
         body_timeout=args.body_timeout,
+        min_body_rate=args.min_body_rate,
         max_header_size=args.max_header_size,
         idle_timeout=args.idle_timeout,
         max_xml_size=args.max_xml_size,
