@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from gateway.metrics import STORED_REFRESH_S
 from tests.server import GatewayProcess
 
@@ -42,8 +44,11 @@ def wait_for_totals(url: str, objects: int, size: int) -> tuple[float | None, fl
         time.sleep(0.2)
 
 
-def test_totals_follow_puts_copies_multipart_overwrites_and_deletes(tmp_path: Path) -> None:
-    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": "2"}).start()
+@pytest.mark.parametrize("workers", ["1", "2"])  # a snapshot in memory; one in a shared file
+def test_totals_follow_puts_copies_multipart_overwrites_and_deletes(
+    tmp_path: Path, workers: str
+) -> None:
+    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": workers}).start()
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="counted")
