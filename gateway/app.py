@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 STORE = web.AppKey("store", Store)
+RENDERER = web.AppKey("renderer", metrics.Renderer)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -60,7 +62,9 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     ):
         app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
-    metrics.STORED.source = store.totals
+    metrics.STORED.scan = store.totals
+    app[RENDERER] = metrics.Renderer()
+    app.cleanup_ctx.append(_count_stored)
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -93,9 +97,16 @@ async def _ready(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ready" if ok else "not ready"}, status=200 if ok else 503)
 
 
+async def _count_stored(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(metrics.STORED.keep_fresh())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def _metrics(request: web.Request) -> web.StreamResponse:
-    store = request.app[STORE]
-    body = await asyncio.get_running_loop().run_in_executor(store.pool, metrics.render)
+    body = await request.app[RENDERER].render()
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 

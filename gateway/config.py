@@ -39,6 +39,7 @@ class Settings:
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
+    min_body_rate: int = 500
     max_header_size: int = 8190
     idle_timeout: float = 20.0
     max_xml_size: int = 4 * 1024 * 1024
@@ -84,6 +85,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         25.0,
         "on SIGTERM, seconds requests in flight get to finish before connections are closed",
     ),
+    # Apache's mod_reqtimeout default (body MinRate=500): below any real client, even on a
+    # bad link, while a body that trickles a byte at a time no longer holds an upload slot.
+    (
+        "min-body-rate",
+        int,
+        500,
+        "bytes a second a request body must average over each --body-timeout of waiting "
+        "for it, or RequestTimeout; 0: no minimum",
+    ),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
@@ -107,6 +117,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "idle-timeout": (0.5, 3600),
     "max-uploads": (1, 100_000),
     "body-timeout": (0.5, 3600),
+    "min-body-rate": (0, 1024**3),
     # Inline bodies are held in memory and in the catalog's pages.
     "inline-max": (0, 1024**2),
     "shutdown-timeout": (0, 3600),
@@ -120,6 +131,11 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 _FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 _FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def _number(x: float) -> str:
+    """A bound as a person writes it: 268435456, 0.5."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def env_name(flag: str) -> str:
@@ -142,7 +158,11 @@ def _convert(flag: str, kind: type, value: str) -> object:
         return value.strip().lower()
     low, high = _RANGES.get(flag, (1, float("inf")))
     what = "a whole number" if kind is int else "a number"
-    bounds = f"from {low:g} to {high:g}" if high != float("inf") else f"of at least {low:g}"
+    bounds = (
+        f"from {_number(low)} to {_number(high)}"
+        if high != float("inf")
+        else f"of at least {_number(low)}"
+    )
     try:
         number = kind(value)
     except ValueError:
@@ -232,6 +252,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         tls_self_signed=_self_signed(args, env),
         inline_max=values["inline-max"],
         body_timeout=values["body-timeout"],
+        min_body_rate=values["min-body-rate"],
         max_header_size=values["max-header-size"],
         idle_timeout=values["idle-timeout"],
         max_xml_size=values["max-xml-size"],

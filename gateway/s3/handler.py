@@ -223,6 +223,7 @@ class S3Handler:
             auth,
             body_checksum=target.operation != "CompleteMultipartUpload",
             read_timeout=self.settings.body_timeout,
+            min_rate=self.settings.min_body_rate,
         )
         ctx = Context(
             request=request,
