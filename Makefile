@@ -45,6 +45,7 @@ test-reliability: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test .venv-peers/bin/python
 	$(BIN)/s3gw bench copy
 	$(BIN)/s3gw bench list
+	$(BIN)/s3gw bench metrics
 	$(BIN)/s3gw bench s3
 	$(BIN)/s3gw bench digest
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
 from . import digest, metrics
-from .config import Settings, load_users
+from .config import Settings, load_users, read_users_file
 from .s3.handler import S3Handler, on_response_prepare
 from .store import Store, open_store
 
 log = logging.getLogger(__name__)
 
 STORE = web.AppKey("store", Store)
+RENDERER = web.AppKey("renderer", metrics.Renderer)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -39,9 +40,10 @@ def sweep(settings: Settings) -> None:
 def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     """The application of one process. A `worker` shares a folder its parent swept."""
     line = digest.configure(settings.md5_backend)
-    log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     settings.data.mkdir(parents=True, exist_ok=True)
+    # Logged once the folder is ours: a start refused for a folder in use is one line.
     store = open_store(settings.data, inline_max=settings.inline_max, shared=worker)
+    log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     if not worker:
         tmp, orphans = store.start()
         if tmp or orphans:
@@ -60,7 +62,9 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     ):
         app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
-    metrics.STORED.source = store.totals
+    metrics.STORED.scan = store.totals
+    app[RENDERER] = metrics.Renderer()
+    app.cleanup_ctx.append(_count_stored)
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -93,26 +97,47 @@ async def _ready(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ready" if ok else "not ready"}, status=200 if ok else 503)
 
 
+async def _count_stored(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(metrics.STORED.keep_fresh())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def _metrics(request: web.Request) -> web.StreamResponse:
-    store = request.app[STORE]
-    body = await asyncio.get_running_loop().run_in_executor(store.pool, metrics.render)
+    body = await request.app[RENDERER].render()
     return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
-def describe(settings: Settings, url: str) -> list[str]:
+def describe(settings: Settings, url: str, generated: bool = False) -> list[str]:
+    """The start-up banner. The secret key goes into logs that others read (docker compose
+    logs, CI): it is shown only on the start that generated it, with where it is kept."""
     users, path = load_users(settings)
     user = next(iter(users.values()))
-    source: Path | str = path if path is not None else "S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
-    if settings.users is not None and settings.access_key:
-        source = f"{settings.users} and S3GW_ACCESS_KEY / S3GW_SECRET_KEY"
-    # "listening on" comes last: whoever waits for it has seen the rest.
-    return [
+    again = f"`s3gw credentials --data {settings.data}` prints it"
+    if settings.users is not None and user.access_key in {
+        u.access_key for u in read_users_file(settings.users)
+    }:
+        kept = f"not shown; set in {settings.users}"
+    elif path is None:
+        kept = "not shown; set by S3GW_SECRET_KEY"
+    elif generated:
+        kept = f"{user.secret_key} (generated now, kept in {path}; {again} again)"
+    else:
+        kept = f"not shown; kept in {path} ({again})"
+    lines = [
         f"data folder: {settings.data.resolve()}",
-        f"credentials: {source}",
         f"access key: {user.access_key}",
-        f"secret key: {user.secret_key}",
+        f"secret key: {kept}",
+    ]
+    if settings.users is not None:
+        lines.append(f"users: {len(users)} (this one, and the others of {settings.users})")
+    # "listening on" comes last: whoever waits for it has seen the rest.
+    lines += [
         f"region: {settings.region}",
         f"workers: {settings.workers}",
         f"event loop: {settings.loop}",
         f"s3gw listening on {url}",
     ]
+    return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -10,8 +11,27 @@ from pathlib import Path
 from . import bench, config, digest, logs, server
 from .store.blobs import FolderInUse
 
+# What the gateway creates is its user's alone: the catalog holds small objects' bytes, the
+# blobs the rest, and the folder the keys. One umask covers every file and folder, SQLite's
+# -wal and -shm files included, where chmods would have to find each place that creates one.
+PRIVATE = 0o077
+
 
 def _credentials(settings: config.Settings) -> None:
+    if not (settings.access_key or settings.secret_key):
+        path = settings.data / config.CREDENTIALS_FILE
+        if not path.exists():
+            # Making a pair here would print keys no gateway knows, in a folder made for them.
+            where = f"{settings.data} ({config.setting_name('data')})"
+            if settings.data.is_dir() and any(settings.data.iterdir()):
+                raise config.StartError(
+                    f"{where} holds no {config.CREDENTIALS_FILE}: its gateway takes its keys "
+                    "from S3GW_ACCESS_KEY and S3GW_SECRET_KEY"
+                )
+            raise config.StartError(
+                f"there is no gateway in {where}: `s3gw serve --data {settings.data}` starts "
+                "one, which makes its keys"
+            )
     users, _ = config.load_users(settings)
     user = next(iter(users.values()))
     print(f"export AWS_ACCESS_KEY_ID={shlex.quote(user.access_key)}")
@@ -52,15 +72,24 @@ def main(argv: list[str] | None = None) -> None:
     bench.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "fsck":
+        os.umask(PRIVATE)
         raise SystemExit(_fsck(args))
     if args.command == "bench":
         raise SystemExit(args.run(args))
-    settings = config.settings_from(args)
-    logs.configure(settings.log_level, settings.log_format)
-    if args.command == "serve":
-        try:
-            server.serve(settings)
-        except (digest.DigestError, FolderInUse) as exc:
-            raise SystemExit(f"s3gw serve: {exc}") from None
-    else:
-        _credentials(settings)
+    try:
+        settings = config.settings_from(args)
+        if args.command == "serve":
+            os.umask(PRIVATE)
+            logs.configure(settings.log_level, settings.log_format)
+            try:
+                server.serve(settings)
+            except digest.DigestError as exc:
+                raise config.StartError(f"{config.setting_name('md5-backend')}: {exc}") from None
+            except FolderInUse as exc:
+                raise config.StartError(f"{exc} ({settings.data})") from None
+        else:
+            _credentials(settings)
+    except config.StartError as exc:
+        # One line, no traceback: the operator's mistake, not the gateway's.
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from None

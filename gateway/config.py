@@ -9,12 +9,14 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import secrets
 import string
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .s3.auth import User
 
@@ -37,10 +39,12 @@ class Settings:
     tls_self_signed: bool = False
     inline_max: int = 64 * 1024
     body_timeout: float = 20.0
+    min_body_rate: int = 500
     max_header_size: int = 8190
     idle_timeout: float = 20.0
     max_xml_size: int = 4 * 1024 * 1024
     max_uploads: int = 256
+    shutdown_timeout: float = 25.0
     workers: int = 1
     md5_backend: str = "hashlib"
     loop: str = "asyncio"
@@ -60,7 +64,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("users", str, None, "TOML file of users ([[user]] access_key, secret_key, display_name)"),
     ("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key)"),
     ("tls-key", str, None, "the private key of --tls-cert (PEM)"),
-    ("workers", int, 0, "processes serving the port (SO_REUSEPORT); 0: one per core"),
+    ("workers", int, 0, "processes sharing the listening socket; 0: one per core"),
     ("max-header-size", int, 8190, "longest request line or header line, in bytes"),
     # Also bounds a client that never finishes its headers (aiohttp's keep-alive timer runs
     # until a request is complete); S3 itself drops idle connections after about 20 s.
@@ -74,6 +78,22 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("max-uploads", int, 256, "request bodies received at once per worker; more: 503 SlowDown"),
     # AWS answers RequestTimeout after about 20 s without a byte of the body.
     ("body-timeout", float, 20.0, "seconds a request body may stall before RequestTimeout"),
+    # Below compose's stop_grace_period (30 s), after which docker sends SIGKILL.
+    (
+        "shutdown-timeout",
+        float,
+        25.0,
+        "on SIGTERM, seconds requests in flight get to finish before connections are closed",
+    ),
+    # Apache's mod_reqtimeout default (body MinRate=500): below any real client, even on a
+    # bad link, while a body that trickles a byte at a time no longer holds an upload slot.
+    (
+        "min-body-rate",
+        int,
+        500,
+        "bytes a second a request body must average over each --body-timeout of waiting "
+        "for it, or RequestTimeout; 0: no minimum",
+    ),
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
@@ -82,68 +102,167 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
 ]
 
 
+class StartError(Exception):
+    """A mistake in the settings or the environment found at start-up: one line for the
+    operator (naming the setting), exit status 2, no traceback."""
+
+
+# The range each number may take (one not listed here: at least 1); out of range is a
+# start-up error, where a zero or a negative would otherwise fail every request, or none.
+_RANGES: dict[str, tuple[float, float]] = {
+    "workers": (0, 256),
+    # Below 1 KiB a signed request's Authorization header alone does not fit.
+    "max-header-size": (1024, 1024**2),
+    "max-xml-size": (512, 256 * 1024**2),
+    "idle-timeout": (0.5, 3600),
+    "max-uploads": (1, 100_000),
+    "body-timeout": (0.5, 3600),
+    "min-body-rate": (0, 1024**3),
+    # Inline bodies are held in memory and in the catalog's pages.
+    "inline-max": (0, 1024**2),
+    "shutdown-timeout": (0, 3600),
+}
+# Settings that take one of a few words.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "md5-backend": ("hashlib", "openssl"),
+    "loop": ("asyncio", "uvloop"),
+    "log-level": ("debug", "info", "warning", "error"),
+    "log-format": ("text", "json"),
+}
+_FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+_FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def _number(x: float) -> str:
+    """A bound as a person writes it: 268435456, 0.5."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def env_name(flag: str) -> str:
     return "S3GW_" + flag.upper().replace("-", "_")
 
 
+def setting_name(flag: str) -> str:
+    """How an error names a setting: both ways of giving it."""
+    return f"--{flag}/{env_name(flag)}"
+
+
+def _convert(flag: str, kind: type, value: str) -> object:
+    if kind is str:
+        if flag not in _CHOICES:
+            return value
+        if value.strip().lower() not in _CHOICES[flag]:
+            raise StartError(
+                f"{setting_name(flag)} must be one of {', '.join(_CHOICES[flag])}, not {value!r}"
+            )
+        return value.strip().lower()
+    low, high = _RANGES.get(flag, (1, float("inf")))
+    what = "a whole number" if kind is int else "a number"
+    bounds = (
+        f"from {_number(low)} to {_number(high)}"
+        if high != float("inf")
+        else f"of at least {_number(low)}"
+    )
+    try:
+        number = kind(value)
+    except ValueError:
+        raise StartError(f"{setting_name(flag)} must be {what} {bounds}, not {value!r}") from None
+    if not low <= number <= high:  # also refuses nan
+        raise StartError(f"{setting_name(flag)} must be {what} {bounds}, not {value!r}")
+    return number
+
+
 def env_default(flag: str, env: Mapping[str, str] | None = None) -> object:
-    """A flag's default: its S3GW_ variable if set, else the built-in default."""
+    """A flag's default: its S3GW_ variable if set (and not empty), else the built-in one."""
     env = os.environ if env is None else env
     for name, kind, default, _text in _OPTIONS:
         if name == flag:
-            value = env.get(env_name(flag), default)
-            return kind(value) if value is not None else None
+            value = env.get(env_name(flag), "")
+            if value == "":
+                return default
+            return _convert(flag, kind, value)
     raise KeyError(flag)
 
 
-def add_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
-    for flag, kind, default, text in _OPTIONS:
+def add_options(parser: argparse.ArgumentParser) -> None:
+    # Values are checked by settings_from, not argparse: an error names the setting in one
+    # line, whether it came from a flag or from S3GW_*.
+    for flag, _kind, default, text in _OPTIONS:
         parser.add_argument(
-            f"--{flag}",
-            type=kind,
-            default=env_default(flag, env),
-            help=f"{text} (env {env_name(flag)}; default {default})",
+            f"--{flag}", default=None, help=f"{text} (env {env_name(flag)}; default {default})"
         )
     parser.add_argument(
         "--tls-self-signed",
-        action="store_true",
-        default=_flag((os.environ if env is None else env).get(env_name("tls-self-signed"), "")),
+        action="store_const",
+        const="1",
+        default=None,
         help="serve HTTPS with a certificate for localhost made on first start and kept in "
         "DATA/tls (env S3GW_TLS_SELF_SIGNED)",
     )
 
 
-def _flag(value: str) -> bool:
-    return value.strip().lower() in ("1", "true", "yes", "on")
+def _value(args: argparse.Namespace, flag: str, env: Mapping[str, str]) -> object:
+    given = getattr(args, flag.replace("-", "_"))
+    if given is None:
+        return env_default(flag, env)
+    kind = next(kind for name, kind, *_ in _OPTIONS if name == flag)
+    return _convert(flag, kind, given)
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    host, sep, port = args.address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"--address must be HOST:PORT, not {args.address!r}")
+def _self_signed(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
+    value = args.tls_self_signed or env.get(env_name("tls-self-signed"), "")
+    try:
+        return _FLAG_WORDS[value.strip().lower()]
+    except KeyError:
+        raise StartError(
+            f"{env_name('tls-self-signed')} must be 1 or 0 (true/false, yes/no, on/off), "
+            f"not {value!r}"
+        ) from None
+
+
+def _address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise StartError(
+            f"{setting_name('address')} must be HOST:PORT with a port from 0 to 65535, "
+            f"not {address!r}"
+        )
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+_PATHS = ("users", "tls-cert", "tls-key")
+
+
+def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {flag: _value(args, flag, env) for flag, *_ in _OPTIONS}
+    host, port = _address(values["address"])
+    paths = {name: Path(values[name]) if values[name] else None for name in _PATHS}
     return Settings(
-        data=Path(args.data),
-        host=host.strip("[]") or "127.0.0.1",
-        port=int(port),
-        region=args.region,
-        domain=args.domain or None,
-        access_key=args.access_key,
-        secret_key=args.secret_key,
-        users=Path(args.users) if args.users else None,
-        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
-        tls_key=Path(args.tls_key) if args.tls_key else None,
-        tls_self_signed=args.tls_self_signed,
-        inline_max=args.inline_max,
-        body_timeout=args.body_timeout,
-        max_header_size=args.max_header_size,
-        idle_timeout=args.idle_timeout,
-        max_xml_size=args.max_xml_size,
-        max_uploads=args.max_uploads,
-        workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
-        md5_backend=args.md5_backend,
-        loop=args.loop,
-        log_level=args.log_level,
-        log_format=args.log_format,
+        data=Path(values["data"]),
+        host=host,
+        port=port,
+        region=values["region"],
+        domain=values["domain"] or None,
+        access_key=values["access-key"] or None,
+        secret_key=values["secret-key"] or None,
+        users=paths["users"],
+        tls_cert=paths["tls-cert"],
+        tls_key=paths["tls-key"],
+        tls_self_signed=_self_signed(args, env),
+        inline_max=values["inline-max"],
+        body_timeout=values["body-timeout"],
+        min_body_rate=values["min-body-rate"],
+        max_header_size=values["max-header-size"],
+        idle_timeout=values["idle-timeout"],
+        max_xml_size=values["max-xml-size"],
+        max_uploads=values["max-uploads"],
+        shutdown_timeout=values["shutdown-timeout"],
+        workers=values["workers"] or os.cpu_count() or 1,
+        md5_backend=values["md5-backend"],
+        loop=values["loop"],
+        log_level=values["log-level"],
+        log_format=values["log-format"],
     )
 
 
@@ -161,59 +280,82 @@ def _user(access: str, secret: str, display_name: str = "s3gw", canonical_id: st
     )
 
 
+# Letters, digits and a few marks: a key with "/", ",", "=", ":" or a space could not be parsed
+# back out of a SigV4 Credential or a SigV2 Authorization header (AWS's own are [A-Z0-9]).
+_ACCESS_KEY = re.compile(r"[A-Za-z0-9._~+-]+")
+_USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id"}
+
+
+def _check_keys(where: str, access: str, secret: str) -> None:
+    if not access:
+        raise StartError(f"{where}: the access key is empty")
+    if not _ACCESS_KEY.fullmatch(access):
+        raise StartError(
+            f"{where}: access key {access!r} may hold letters, digits and . _ ~ + - only"
+        )
+    if not secret:
+        raise StartError(f"{where}: the secret key of {access} is empty")
+
+
 def read_users_file(path: Path) -> list[User]:
     """A TOML users file: `[[user]]` tables with access_key, secret_key, and optionally
     display_name and canonical_id."""
+    where = f"{setting_name('users')} {path}"
     try:
-        entries = tomllib.loads(path.read_text()).get("user", [])
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SystemExit(f"cannot read users file {path}: {exc}") from exc
-    users = []
+        document = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise StartError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise StartError(f"{where}: not a TOML file: {exc}") from None
+    entries = document.get("user")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StartError(f"{where}: users are [[user]] tables (one per user), not [user]")
+    if set(document) != {"user"}:
+        raise StartError(f"{where}: unknown {sorted(set(document) - {'user'})[0]!r}")
+    users: list[User] = []
+    seen: set[str] = set()
     for i, entry in enumerate(entries, 1):
-        try:
-            users.append(
-                _user(
-                    str(entry["access_key"]),
-                    str(entry["secret_key"]),
-                    str(entry.get("display_name", entry["access_key"])),
-                    str(entry.get("canonical_id", "")),
-                )
+        unknown = set(entry) - _USER_FIELDS
+        if unknown:
+            raise StartError(f"{where}: user {i} has an unknown field {sorted(unknown)[0]!r}")
+        for name in ("access_key", "secret_key"):
+            if not isinstance(entry.get(name), str):
+                raise StartError(f"{where}: user {i} has no {name} (a string)")
+        access, secret = entry["access_key"], entry["secret_key"]
+        _check_keys(f"{where}: user {i}", access, secret)
+        if access in seen:
+            raise StartError(f"{where}: access key {access} is defined twice")
+        seen.add(access)
+        users.append(
+            _user(
+                access,
+                secret,
+                str(entry.get("display_name", access)),
+                str(entry.get("canonical_id", "")),
             )
-        except KeyError as exc:
-            raise SystemExit(f"{path}: user {i} has no {exc.args[0]}") from exc
+        )
     return users
 
 
-def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
-    """The users the gateway accepts, keyed by access key, and the credentials file used.
-
-    The users file and the S3GW_ACCESS_KEY/S3GW_SECRET_KEY pair; with neither, the pair kept in
-    the data folder, created (random, mode 0600) on first start.
-    """
-    users: list[User] = []
-    path: Path | None = None
-    if settings.users is not None:
-        users += read_users_file(settings.users)
-        path = settings.users
+def main_user(settings: Settings, *, create: bool) -> tuple[User, Path | None, bool]:
+    """The gateway's own user, whose keys a users file does not replace (its buckets would be
+    stranded): S3GW_ACCESS_KEY/S3GW_SECRET_KEY, or else the pair kept in the data folder,
+    generated on first start when `create`. Returns it, the file its keys are kept in (None:
+    the environment), and whether they were generated now."""
     if settings.access_key and settings.secret_key:
-        users.insert(0, _user(settings.access_key, settings.secret_key))
-    elif settings.access_key or settings.secret_key:
-        raise SystemExit("set both S3GW_ACCESS_KEY and S3GW_SECRET_KEY, or neither")
-    elif not users:
-        path = settings.data / CREDENTIALS_FILE
-        users.append(_generated_user(path))
-    by_key: dict[str, User] = {}
-    for user in users:
-        if user.access_key in by_key:
-            raise SystemExit(f"access key {user.access_key} is defined twice")
-        by_key[user.access_key] = user
-    return by_key, path
-
-
-def _generated_user(path: Path) -> User:
-    if path.exists():
-        stored = json.loads(path.read_text())
-        return _user(stored["access_key"], stored["secret_key"])
+        _check_keys(setting_name("access-key"), settings.access_key, settings.secret_key)
+        return _user(settings.access_key, settings.secret_key), None, False
+    if settings.access_key or settings.secret_key:
+        raise StartError(
+            f"set both {setting_name('access-key')} and {setting_name('secret-key')}, or neither"
+        )
+    path = settings.data / CREDENTIALS_FILE
+    if path.exists() or not create:
+        try:
+            stored = json.loads(path.read_text())
+            return _user(stored["access_key"], stored["secret_key"]), path, False
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StartError(f"cannot read the gateway's keys from {path}: {exc}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     access = "S3GW" + _random(string.ascii_uppercase + string.digits, 16)
     secret = _random(string.ascii_letters + string.digits, 40)
@@ -222,4 +364,19 @@ def _generated_user(path: Path) -> User:
         json.dump({"access_key": access, "secret_key": secret}, f)
         f.flush()
         os.fsync(f.fileno())
-    return _user(access, secret)
+    return _user(access, secret), path, True
+
+
+def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
+    """The users the gateway accepts, keyed by access key, the main user first; and the file
+    the main user's keys are kept in (None: the environment).
+
+    A users file adds users to the main user; an entry with the main user's access key
+    replaces it (another secret or display name, the same buckets).
+    """
+    main, path, _ = main_user(settings, create=True)
+    users = {main.access_key: main}
+    if settings.users is not None:
+        for user in read_users_file(settings.users):
+            users[user.access_key] = user
+    return users, path

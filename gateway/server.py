@@ -1,30 +1,38 @@
-"""Serving: one process, or a parent and N worker processes on one port (SO_REUSEPORT).
+"""Serving: one process, or a parent and N worker processes sharing one listening socket.
 
-Python runs one thread of Python at a time, so both cores need two processes. The parent holds
-the data folder, sweeps what a crash left, then forks the workers before any thread exists (a
-fork copies only the calling thread); each worker opens the folder shared and listens on the
-same port, and the kernel spreads connections over them. They share the SQLite catalog, which
-takes one writer at a time (the workers' writers take turns: catalog.CatalogWriter), and the
-blob files, which are immutable. The parent restarts a worker that dies, and stops them all on
-SIGTERM or SIGINT.
+Python runs one thread of Python at a time, so both cores need two processes. The parent binds
+the port and listens once (a port another gateway holds is refused here, whatever the worker
+counts), holds the data folder, sweeps what a crash left, then forks the workers before any
+thread exists (a fork copies only the calling thread); each worker inherits the listening
+socket and accepts from it, and the kernel hands each connection to one of them. They share the
+SQLite catalog, which takes one writer at a time (the workers' writers take turns:
+catalog.CatalogWriter), and the blob files, which are immutable. The parent restarts a worker
+that dies, and on SIGTERM or SIGINT tells them all to stop gracefully.
+
+A graceful stop: no new connections; requests in flight (an upload whose body is still coming,
+a download) get --shutdown-timeout seconds to finish, their connections closed after the answer;
+then whatever is left is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
+import errno
 import logging
 import multiprocessing
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import ssl
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -32,21 +40,41 @@ from typing import Any
 
 from aiohttp import web
 
-from . import metrics, tls
+from . import digest, metrics, tls
 from .app import build_app, describe, sweep
-from .config import Settings, load_users
+from .config import Settings, StartError, main_user, read_users_file, setting_name
+from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store.blobs import FolderLock
 
 log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_BACKLOG = 128
 
 
 def serve(settings: Settings) -> None:
-    _loop_factory(settings.loop)  # a bad --loop fails here, before anything starts
-    if settings.workers <= 1:
-        _run(settings, _serve_one(settings))
-    else:
-        _serve_workers(settings)
+    """Check everything a start needs, each failure one StartError, before anything is
+    logged; then serve until SIGTERM or SIGINT."""
+    _loop_factory(settings.loop)
+    digest.configure(settings.md5_backend)  # DigestError: an ETag this host cannot compute
+    if settings.users is not None:
+        read_users_file(settings.users)
+    if settings.access_key or settings.secret_key:
+        main_user(settings, create=False)  # both or neither, and usable keys
+    _tls_files(settings)
+    listeners = _listen(settings)
+    try:
+        _prepare_data(settings.data)
+        settings = replace(settings, port=listeners[0].getsockname()[1])
+        _, _, generated = main_user(settings, create=True)
+        context, cert = _tls(settings)
+        banner = _banner_lines(settings, context, cert, generated)
+        if settings.workers <= 1:
+            _run(settings, _serve_one(settings, listeners, context, banner))
+        else:
+            _serve_workers(settings, listeners, context, banner)
+    finally:
+        for sock in listeners:
+            sock.close()
 
 
 def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -56,11 +84,11 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     if name == "asyncio":
         return None
     if name != "uvloop":
-        raise SystemExit(f"--loop must be asyncio or uvloop, not {name!r}")
+        raise StartError(f"--loop must be asyncio or uvloop, not {name!r}")
     try:
         import uvloop
     except ImportError:
-        raise SystemExit(
+        raise StartError(
             "--loop uvloop: uvloop is not installed (pip install 's3gw[fast]')"
         ) from None
     return uvloop.new_event_loop
@@ -71,93 +99,311 @@ def _run(settings: Settings, main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
+# --- checks before the start -----------------------------------------------------------------
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _listen(settings: Settings) -> list[socket.socket]:
+    """Bind and listen on every address the host names, once for the whole gateway. No
+    SO_REUSEPORT: a second gateway on this port must fail, not take part of its connections.
+    Port 0 resolves once, on the first address; the others take the same port."""
+    try:
+        found = socket.getaddrinfo(
+            settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (socket.gaierror, UnicodeError) as exc:
+        raise StartError(
+            f"{setting_name('address')}: cannot resolve host {settings.host!r}: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    sockets: list[socket.socket] = []
+    port = settings.port
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT only
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            where = _host_port(address[0], port)
+            try:
+                sock.bind((address[0], port, *address[2:]))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise StartError(f"address {where} is in use") from None
+                raise StartError(
+                    f"cannot listen on {where} ({setting_name('address')}): {exc.strerror or exc}"
+                ) from None
+            port = sock.getsockname()[1]
+            sock.listen(_BACKLOG)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _prepare_data(data: Path) -> None:
+    """The data folder exists (made 0700 by the umask) and this user can write in it."""
+    name = setting_name("data")
+    try:
+        data.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StartError(f"the data folder {data} ({name}) is not a folder") from None
+    except OSError as exc:
+        raise StartError(
+            f"cannot create the data folder {data} ({name}): {exc.strerror or exc}"
+        ) from None
+    if not data.is_dir():
+        raise StartError(f"the data folder {data} ({name}) is not a folder")
+    blocked = _unwritable(data)
+    if blocked is None:
+        return
+    path, reason = blocked
+    uid, gid = os.geteuid(), os.getegid()
+    with contextlib.suppress(OSError):
+        owner = path.stat().st_uid
+        if owner != uid:
+            # A bind mount made by another user (or root) is the usual cause.
+            raise StartError(
+                f"the data folder {data} ({name}) is not writable: {path} belongs to uid "
+                f"{owner}, the gateway runs as uid {uid}; chown -R {uid}:{gid} {data.resolve()}"
+            )
+    raise StartError(f"the data folder {data} ({name}) is not writable: {path}: {reason}")
+
+
+def _unwritable(data: Path) -> tuple[Path, str] | None:
+    """The first thing in the data folder this process cannot write, and why; or None."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=data, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return data, exc.strerror or str(exc)
+    try:
+        entries = list(os.scandir(data))
+    except OSError as exc:
+        return data, exc.strerror or str(exc)
+    for entry in entries:
+        mode = os.R_OK | os.W_OK | (os.X_OK if entry.is_dir(follow_symlinks=False) else 0)
+        if not os.access(entry.path, mode):
+            return Path(entry.path), "permission denied"
+    return None
+
+
+def _tls_files(settings: Settings) -> None:
+    """Given certificate files exist and are readable (checked before the port is taken)."""
+    if settings.tls_self_signed:
+        return
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise StartError(
+            f"{setting_name('tls-cert')} and {setting_name('tls-key')} go together: set both"
+        )
+    for flag, path in (("tls-cert", settings.tls_cert), ("tls-key", settings.tls_key)):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise StartError(
+                f"{setting_name(flag)}: cannot read {path}: {exc.strerror or exc}"
+            ) from None
+
+
 def _tls(settings: Settings) -> tuple[ssl.SSLContext | None, Path | None]:
     if settings.tls_self_signed:
         cert, key = tls.self_signed(settings.data)
     elif settings.tls_cert and settings.tls_key:
         cert, key = settings.tls_cert, settings.tls_key
-    elif settings.tls_cert or settings.tls_key:
-        raise SystemExit("--tls-cert and --tls-key go together")
     else:
         return None, None
-    return tls.server_context(cert, key), cert
+    try:
+        return tls.server_context(cert, key), cert
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise StartError(
+            f"{setting_name('tls-cert')} {cert} and {setting_name('tls-key')} {key}: not a PEM "
+            f"certificate and its private key ({getattr(exc, 'reason', None) or exc})"
+        ) from None
 
 
-def _url(settings: Settings, port: int, context: ssl.SSLContext | None) -> str:
-    scheme = "https" if context else "http"
-    host = settings.host
-    return f"{scheme}://{host}:{port}" if ":" not in host else f"{scheme}://[{host}]:{port}"
+@contextlib.contextmanager
+def _opening(data: Path) -> Iterator[None]:
+    """A data folder the checks passed but that cannot be opened (a damaged catalog, a file
+    deep inside that is not ours) is still a start-up error: one line, no traceback."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        raise StartError(
+            f"cannot open the data folder {data} ({setting_name('data')}): {exc}"
+        ) from None
 
 
-def _banner(settings: Settings, url: str, cert: Path | None) -> None:
+# --- serving ---------------------------------------------------------------------------------
+
+
+def _banner_lines(
+    settings: Settings, context: ssl.SSLContext | None, cert: Path | None, generated: bool
+) -> list[str]:
     # For the person (or test) that started us: printed whatever the log level, "listening
     # on" last, so that whoever waits for it has seen the rest.
+    scheme = "https" if context else "http"
+    lines = describe(settings, f"{scheme}://{_host_port(settings.host, settings.port)}", generated)
     if cert is not None:
-        print(f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})", file=sys.stderr)
-    for line in describe(settings, url):
+        lines.insert(0, f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})")
+    return lines
+
+
+def _print_banner(lines: list[str]) -> None:
+    for line in lines:
         print(line, file=sys.stderr, flush=True)
 
 
-async def _site(
-    settings: Settings, app: web.Application, context: ssl.SSLContext | None, *, shared: bool
-) -> tuple[web.AppRunner, int]:
+class InFlight:
+    """The requests a process is answering, so that a graceful stop can wait for them; once
+    stopping, every answer closes its connection."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.stopping = False
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        self.count += 1
+        try:
+            return await handler(request)
+        finally:
+            self.count -= 1
+
+    async def on_response_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        if self.stopping:
+            response.force_close()
+            response.headers["Connection"] = "close"
+
+
+async def _start(
+    settings: Settings,
+    app: web.Application,
+    listeners: list[socket.socket],
+    context: ssl.SSLContext | None,
+) -> tuple[web.AppRunner, InFlight]:
+    inflight = InFlight()
+    app.middlewares.append(inflight.middleware)
+    app.on_response_prepare.append(inflight.on_response_prepare)
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a
-    # graceful stop) for nothing.
-    runner = web.AppRunner(
+    # graceful stop) for nothing. shutdown_timeout: what aiohttp's own shutdown grants a
+    # request still running after our grace period (ceil_timeout takes 0 as "no limit").
+    runner = S3AppRunner(
         app,
         access_log=None,
         handle_signals=False,
         lingering_time=2.0,
+        shutdown_timeout=0.1,
         max_line_size=settings.max_header_size,
         max_field_size=settings.max_header_size,
         keepalive_timeout=settings.idle_timeout,
     )
     await runner.setup()
-    site = web.TCPSite(
-        runner,
-        settings.host,
-        settings.port,
-        reuse_address=True,
-        reuse_port=shared,
-        ssl_context=context,
-    )
-    await site.start()
-    return runner, runner.addresses[0][1]
+    for sock in listeners:
+        await web.SockSite(runner, sock, ssl_context=context, backlog=_BACKLOG).start()
+    return runner, inflight
 
 
-async def _until_stopped() -> None:
-    stop = asyncio.Event()
+class _Signals:
+    """SIGTERM or SIGINT: stop gracefully; a second one: stop now."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.hurry = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._received)
+
+    def _received(self) -> None:
+        (self.hurry if self.stop.is_set() else self.stop).set()
+
+
+async def _drain(runner: web.AppRunner, inflight: InFlight, signals: _Signals, grace: float) -> int:
+    """Stop accepting, give requests in flight `grace` seconds, then close every connection.
+    Returns how many requests were cut off.
+
+    aiohttp's own cleanup marks every connection closing at once, and a closing connection
+    drops the body bytes still arriving: an upload in flight would end in RequestTimeout.
+    So connections stay as they are until their requests are answered."""
+    inflight.stopping = True
+    for site in list(runner.sites):
+        await site.stop()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    deadline = loop.time() + grace
+    while inflight.count and loop.time() < deadline and not signals.hurry.is_set():
+        await asyncio.sleep(0.05)
+    cut = inflight.count
+    await runner.cleanup()
+    return cut
 
 
-async def _serve_one(settings: Settings) -> None:
-    app = build_app(settings)
-    context, cert = _tls(settings)
-    runner, port = await _site(settings, app, context, shared=False)
-    _banner(settings, _url(settings, port, context), cert)
+async def _serve_one(
+    settings: Settings,
+    listeners: list[socket.socket],
+    context: ssl.SSLContext | None,
+    banner: list[str],
+) -> None:
+    with _opening(settings.data):
+        app = build_app(settings)
+    runner, inflight = await _start(settings, app, listeners, context)
+    signals = _Signals()
+    _print_banner(banner)
     try:
-        await _until_stopped()
-    finally:
+        await signals.stop.wait()
+    except BaseException:
         await runner.cleanup()
+        raise
+    log.info(
+        "shutting down: no new connections; %d requests in flight get up to %g s",
+        inflight.count,
+        settings.shutdown_timeout,
+    )
+    started = time.monotonic()
+    cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
+    log.info("shut down in %.1f s; %d requests cut off", time.monotonic() - started, cut)
 
 
 # --- several workers -------------------------------------------------------------------------
 
 
-async def _work(settings: Settings, ready: Connection) -> None:
-    app = build_app(settings, worker=True)
-    context, _ = _tls(settings)
-    runner, _ = await _site(settings, app, context, shared=True)
+async def _work(
+    settings: Settings,
+    listeners: list[socket.socket],
+    context: ssl.SSLContext | None,
+    ready: Connection,
+) -> None:
+    try:
+        with _opening(settings.data):
+            app = build_app(settings, worker=True)
+        runner, inflight = await _start(settings, app, listeners, context)
+        signals = _Signals()
+    except Exception as exc:
+        # The parent reports it (one line) and stops; the traceback is for debugging.
+        log.debug("worker %d did not start", os.getpid(), exc_info=True)
+        ready.send(str(exc) or type(exc).__name__)
+        ready.close()
+        return
     ready.send(os.getpid())
     ready.close()
     try:
-        await _until_stopped()
-    finally:
+        await signals.stop.wait()
+    except BaseException:
         await runner.cleanup()
+        raise
+    cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
+    if cut:
+        log.warning("worker %d: %d requests cut off by the shutdown", os.getpid(), cut)
 
 
 def _die_with(parent: int) -> None:
@@ -169,33 +415,31 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(settings: Settings, metrics_dir: Path, ready: Connection, parent: int) -> None:
+def _worker(
+    settings: Settings,
+    listeners: list[socket.socket],
+    context: ssl.SSLContext | None,
+    metrics_dir: Path,
+    ready: Connection,
+    parent: int,
+) -> None:
     _die_with(parent)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, until ours
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us with SIGTERM
     metrics.use_directory(metrics_dir)
-    _run(settings, _work(settings, ready))
+    _run(settings, _work(settings, listeners, context, ready))
 
 
-def _reserve_port(settings: Settings) -> tuple[socket.socket, int]:
-    """A port for every worker to share: bound (with SO_REUSEPORT) but never listening, so
-    that port 0 resolves once and the port stays ours while workers come and go."""
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((settings.host, settings.port))
-    return sock, sock.getsockname()[1]
-
-
-def _serve_workers(settings: Settings) -> None:
-    settings.data.mkdir(parents=True, exist_ok=True)
-    sweep(settings)
-    load_users(settings)  # a generated credentials file is made once, here
+def _serve_workers(
+    settings: Settings,
+    listeners: list[socket.socket],
+    context: ssl.SSLContext | None,
+    banner: list[str],
+) -> None:
+    with _opening(settings.data):
+        sweep(settings)
     hold = FolderLock(settings.data)
     hold.shared()  # no fsck or second gateway while the workers run
-    reserved, port = _reserve_port(settings)
-    settings = replace(settings, port=port)
-    context, cert = _tls(settings)
     metrics_dir = Path(tempfile.mkdtemp(prefix="s3gw-metrics-"))
     fork = multiprocessing.get_context("fork")
     workers: dict[int, multiprocessing.Process] = {}
@@ -203,40 +447,64 @@ def _serve_workers(settings: Settings) -> None:
     def start() -> None:
         receive, send = fork.Pipe(duplex=False)
         process = fork.Process(
-            target=_worker, args=(settings, metrics_dir, send, os.getpid()), daemon=True
+            target=_worker,
+            args=(settings, listeners, context, metrics_dir, send, os.getpid()),
+            daemon=True,
         )
         process.start()
         send.close()
         if not receive.poll(60):
-            raise SystemExit("a worker did not start")
-        receive.recv()
-        workers[process.pid] = process  # type: ignore[index]
+            raise StartError("a worker did not start within 60 s")
+        try:
+            started = receive.recv()
+        except EOFError:
+            process.join(5)
+            started = f"a worker exited with status {process.exitcode} as it started"
+        if not isinstance(started, int):
+            process.join(5)
+            raise StartError(str(started))
+        workers[started] = process
 
-    stopping = False
+    signals = 0
 
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def received(signum: int, frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:  # a second one: the workers stop now
+            for process in workers.values():
+                with contextlib.suppress(OSError):
+                    os.kill(process.pid, signal.SIGTERM)  # type: ignore[arg-type]
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, received)
+    signal.signal(signal.SIGINT, received)
     try:
         for _ in range(settings.workers):
             start()
-        _banner(settings, _url(settings, port, context), cert)
-        while not stopping:
+        _print_banner(banner)
+        while not signals:
             time.sleep(0.2)
             for pid, process in list(workers.items()):
-                if not process.is_alive() and not stopping:
+                if not process.is_alive() and not signals:
                     log.error("worker %d exited with %s; starting another", pid, process.exitcode)
                     del workers[pid]
                     start()
+        log.info(
+            "shutting down: no new connections; requests in flight get up to %g s",
+            settings.shutdown_timeout,
+        )
+        started = time.monotonic()
+        for sock in listeners:
+            sock.close()  # the port closes once every worker has closed its copy too
+        for process in workers.values():
+            process.terminate()
+        deadline = started + settings.shutdown_timeout + 5
+        for process in workers.values():
+            process.join(max(0.0, deadline - time.monotonic()))
+        log.info("shut down in %.1f s", time.monotonic() - started)
     finally:
         for process in workers.values():
             if process.is_alive():
-                process.terminate()
-        for process in workers.values():
-            process.join(30)
-        reserved.close()
+                process.kill()
+                process.join(5)
         hold.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -12,6 +12,7 @@ BENCHMARKS = {
     "copy": "gateway.bench.copy",
     "digest": "gateway.bench.digest",
     "list": "gateway.bench.listing",
+    "metrics": "gateway.bench.scrapes",
     "s3": "gateway.bench.s3",
 }
 

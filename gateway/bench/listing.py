@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -68,6 +69,18 @@ async def _fill(data: Path, buckets: dict[str, int], owner: str) -> None:
         store.close()
 
 
+def fill_for_gateway(data: Path, buckets: dict[str, int]) -> None:
+    """`fill`, with buckets owned by the user GatewayProcess starts the gateway with."""
+    from ..config import Settings, load_users
+
+    users, _ = load_users(
+        Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
+    )
+    started = time.perf_counter()
+    fill(data, buckets, users[OWNER_KEY].canonical_id)
+    print(f"filled the catalog in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
 CASES: dict[str, dict[str, str]] = {
     "first page": {},
     "page from the middle": {"start-after": "dir050/"},
@@ -112,16 +125,9 @@ def render(result: dict[str, Any], small: int, large: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import Settings, load_users
-
     with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
         data = Path(tmp) / "data"
-        users, _ = load_users(
-            Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
-        )
-        started = time.perf_counter()
-        fill(data, {"small": args.small, "large": args.large}, users[OWNER_KEY].canonical_id)
-        print(f"filled the catalog in {time.perf_counter() - started:.1f} s", flush=True)
+        fill_for_gateway(data, {"small": args.small, "large": args.large})
         server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
         try:
             client = loadgen.Client(loadgen.Signer(server.url))

@@ -710,14 +710,24 @@ def _split_query(query_string: str) -> list[tuple[str, str]]:
 
 
 def _canonical_query(params: list[tuple[str, str]], excluded: str | None) -> str:
-    # unquote, never unquote_plus: SDKs send a space as %20 and a "+" as %2B, so a literal
-    # "+" means "+". Sorting the (name, value) pairs, not "name=value" strings, is AWS's order.
+    # A "+" in a query is a space (form decoding): that is how the handler reads it (aiohttp's
+    # request.query), so that is what is signed. Were it kept as "+", "prefix=a%2Bb" and
+    # "prefix=a+b" would share one canonical form, and a request signed for "a+b" could be
+    # replayed to list "a b". SDKs send a space as %20 and a "+" as %2B, so they never notice.
+    # Sorting the (name, value) pairs, not "name=value" strings, is AWS's order.
     encoded = sorted(
-        (_uri_encode(name, _UNRESERVED), _uri_encode(value, _UNRESERVED))
+        (
+            _uri_encode(_plus_is_space(name), _UNRESERVED),
+            _uri_encode(_plus_is_space(value), _UNRESERVED),
+        )
         for name, value in params
         if excluded is None or unquote(name) != excluded
     )
     return "&".join(f"{name}={value}" for name, value in encoded)
+
+
+def _plus_is_space(raw: str) -> str:
+    return raw.replace("+", "%20")
 
 
 def _verbatim_query(params: list[tuple[str, str]], excluded: str | None) -> str:

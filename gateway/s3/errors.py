@@ -6,8 +6,6 @@ Codes, statuses and default messages follow the table in AWS's "Error responses"
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape
-
 # code -> (HTTP status, default message)
 CODES: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
@@ -16,6 +14,9 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "Error parsing the X-Amz-Credential parameter.",
     ),
+    # AWS's answer to a request it cannot parse as HTTP (a bad request line or method, an
+    # unreadable Content-Length, bytes left over after a body), recorded by versitygw#1364.
+    "BadRequest": (400, "An error occurred when parsing the HTTP request."),
     "BadDigest": (400, "The Content-MD5 you specified did not match what we received."),
     "BucketAlreadyExists": (
         409,
@@ -98,6 +99,10 @@ CODES: dict[str, tuple[int, str]] = {
         "A header or query you provided implies functionality that is not implemented.",
     ),
     "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),
+    "RequestHeaderSectionTooLarge": (
+        400,
+        "Your request header section exceeds the maximum allowed size.",
+    ),
     "RequestTimeTooSkewed": (
         403,
         "The difference between the request time and the current time is too large.",
@@ -136,12 +141,19 @@ class S3Error(Exception):
         self.fields = {k: str(v) for k, v in fields.items() if v is not None}
         super().__init__(f"{code}: {self.message}")
 
-    def to_xml(self, resource: str, request_id: str) -> bytes:
+    def to_xml(self, resource: str | None, request_id: str) -> bytes:
+        """The <Error> document; no <Resource> when there is none (a request that did not
+        parse has no path)."""
+        # The same escaping as every other document: a field may echo a key holding control
+        # characters (NoSuchKey), which must not go out as raw bytes. (Imported here: xml
+        # raises S3Error.)
+        from .xml import escape
+
         extra = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in self.fields.items())
         return (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
             f"<Error><Code>{self.code}</Code><Message>{escape(self.message)}</Message>"
-            f"{extra}<Resource>{escape(resource)}</Resource>"
+            f"{extra}{'' if resource is None else f'<Resource>{escape(resource)}</Resource>'}"
             f"<RequestId>{request_id}</RequestId><HostId>{request_id}</HostId></Error>"
         ).encode("utf-8", "replace")  # a field may echo undecodable request bytes
 

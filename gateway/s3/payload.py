@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import time
 from collections.abc import AsyncIterator
 
 from aiohttp import ClientPayloadError, StreamReader, web
@@ -29,22 +30,40 @@ STREAMING = "STREAMING-"
 
 
 class _Patient:
-    """The request body's stream, with a limit on how long one read may wait: a client that
-    stops sending mid-body gets RequestTimeout and its upload is dropped, instead of holding
-    a connection, a tmp file and a batch of memory forever."""
+    """The request body's stream, with limits on how long the client may keep us waiting.
 
-    def __init__(self, content: StreamReader, timeout: float) -> None:
+    A client that stops sending mid-body gets RequestTimeout after `timeout` seconds, and so
+    does one that keeps sending too little: over each `timeout` seconds spent waiting for it,
+    the body must average `min_rate` bytes a second (a byte every 15 s would otherwise hold an
+    upload slot, a tmp file and a batch of memory for hours). Only the time spent waiting for
+    the client counts: a body the gateway reads slowly (a busy disk) is never the client's
+    fault.
+    """
+
+    def __init__(self, content: StreamReader, timeout: float, min_rate: int = 0) -> None:
         self._content = content
         self._timeout = timeout
+        self._min_rate = min_rate
+        self._waited = 0.0  # in the current window
+        self._received = 0
 
     async def readany(self) -> bytes:
         # What has arrived already needs no timer (a small body is usually all there).
         if data := self._content.read_nowait():
+            self._received += len(data)
             return data
+        started = time.monotonic()
         try:
-            return await asyncio.wait_for(self._content.readany(), self._timeout)
+            data = await asyncio.wait_for(self._content.readany(), self._timeout)
         except TimeoutError as exc:
             raise S3Error("RequestTimeout") from exc
+        self._waited += time.monotonic() - started
+        self._received += len(data)
+        if self._waited >= self._timeout and data:
+            if self._received < self._min_rate * self._waited:
+                raise S3Error("RequestTimeout")
+            self._waited, self._received = 0.0, 0
+        return data
 
 
 class Payload:
@@ -55,11 +74,13 @@ class Payload:
         *,
         body_checksum: bool = True,
         read_timeout: float = 20.0,
+        min_rate: int = 0,
     ) -> None:
         """`body_checksum`: whether x-amz-checksum-* headers describe this body (they describe
-        the object being assembled on CompleteMultipartUpload, not its XML)."""
+        the object being assembled on CompleteMultipartUpload, not its XML). `read_timeout`
+        and `min_rate`: see _Patient."""
         self._request = request
-        self._content = _Patient(request.content, read_timeout)
+        self._content = _Patient(request.content, read_timeout, min_rate)
         self._hash = auth.payload_hash
         self.streaming = auth.payload_hash.startswith(STREAMING)
         # Checksum headers are checked before the body is invited.

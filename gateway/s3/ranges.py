@@ -20,6 +20,14 @@ def byte_offset(digits: str) -> int:
     return int(digits) if len(digits) <= 20 else _HUGE
 
 
+def _before(last: str, first: str) -> bool:
+    """Whether the number `last` is below `first`, compared exactly: both may be past _HUGE,
+    where byte_offset makes them equal (bytes=100000000000000000001-100000000000000000000 is
+    last < first, a range to ignore, not one to refuse)."""
+    last, first = last.lstrip("0"), first.lstrip("0")
+    return (len(last), last) < (len(first), first)
+
+
 def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
     """(first byte, length) of the requested range, or None for the whole object."""
     if value is None:
@@ -39,7 +47,7 @@ def parse_range(value: str | None, size: int) -> tuple[int, int] | None:
         return size - n, n
     start = byte_offset(first)
     end = byte_offset(last) if last else size - 1
-    if last and end < start:
+    if last and _before(last, first):
         return None
     if start >= size:
         raise unsatisfiable(value, size)

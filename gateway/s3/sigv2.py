@@ -12,7 +12,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 # Query parameters that are part of the signed resource (the sub-resources and the response
 # header overrides); every other parameter is not signed.
@@ -30,8 +30,12 @@ SUBRESOURCES = frozenset(
 
 
 def canonical_resource(raw_path: str, params: list[tuple[str, str]]) -> str:
+    # Decoded as the handler decodes them ("+" is a space), so that the value signed is the
+    # value used: response-content-type=a%2Bb and =a+b are different requests.
     signed = sorted(
-        (unquote(name), unquote(value)) for name, value in params if unquote(name) in SUBRESOURCES
+        (unquote_plus(name), unquote_plus(value))
+        for name, value in params
+        if unquote_plus(name) in SUBRESOURCES
     )
     query = "&".join(f"{name}={value}" if value else name for name, value in signed)
     return (raw_path or "/") + (f"?{query}" if query else "")

@@ -147,3 +147,38 @@ def test_boto3_with_signature_version_2(gateway):
     s3.put_object(Bucket="sigv2-bucket", Key="a b", Body=b"v2")
     assert [o["Key"] for o in s3.list_objects(Bucket="sigv2-bucket")["Contents"]] == ["a b"]
     assert s3.get_object(Bucket="sigv2-bucket", Key="a b")["Body"].read() == b"v2"
+
+
+def test_signature_covers_the_query_as_the_gateway_reads_it(gateway, s3, bucket):
+    """A "+" in a query is a space. A request signed for prefix "a+b" (sent as a%2Bb) and
+    replayed with a bare "+" asks for prefix "a b": it must not verify, or a signature would
+    buy a listing it never covered."""
+    for key in ("a b", "a+b"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    base = f"{gateway.url}/{bucket}"
+
+    def listed(reply: raw.Reply) -> list[str]:
+        assert reply.status == 200, reply.body
+        return [part.split(b"</Key>")[0].decode() for part in reply.body.split(b"<Key>")[1:]]
+
+    signed_plus = raw.sign("GET", f"{base}?prefix=a%2Bb")
+    assert listed(raw.send("GET", f"{base}?prefix=a%2Bb", signed_plus)) == ["a+b"]
+    replayed = raw.send("GET", f"{base}?prefix=a+b", signed_plus)
+    assert (replayed.status, replayed.code) == (403, "SignatureDoesNotMatch")
+    # Signed as the space it means, a bare "+" verifies and lists "a b".
+    signed_space = raw.sign("GET", f"{base}?prefix=a%20b")
+    assert listed(raw.send("GET", f"{base}?prefix=a+b", signed_space)) == ["a b"]
+
+    # The same for presigned URLs, V4 and V2 (whose signed resource holds response-*).
+    for version in ("s3v4", "s3"):
+        client = gateway.client(signature_version=version)
+        url = client.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": bucket, "Key": "a b", "ResponseContentType": "text/a+b"},
+            ExpiresIn=60,
+        )
+        assert "text%2Fa%2Bb" in url
+        good = raw.send("GET", url)
+        assert (good.status, good.headers["content-type"]) == (200, "text/a+b"), version
+        bad = raw.send("GET", url.replace("text%2Fa%2Bb", "text%2Fa+b"))
+        assert (bad.status, bad.code) == (403, "SignatureDoesNotMatch"), version

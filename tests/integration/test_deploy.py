@@ -430,3 +430,21 @@ def test_env_example_documents_compose_variables_with_the_gateways_defaults():
             continue
         builtin = env_default(flag, {})
         assert default == ("" if builtin is None else str(builtin)), name
+
+
+def _duration(text: str) -> float:
+    """A compose duration: `30s`, `1m30s`, `1.5m`."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"([\d.]+)(h|ms|us|m|s)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, text
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def test_the_gateways_grace_period_ends_before_dockers_sigkill():
+    # docker stop sends SIGKILL when stop_grace_period ends: the gateway must have closed
+    # what its own grace period left by then, with time to spare for closing the store.
+    image, service = read_dockerfile(), read_compose()
+    env = container_environment(image, service, read_dotenv())
+    grace = env_default("shutdown-timeout", env)
+    assert isinstance(grace, float)
+    assert grace + 2 <= _duration(service["stop_grace_period"])

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import xml.etree.ElementTree as ET
+from urllib.parse import unquote_plus
 
 import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import awscli
+from tests import awscli, raw
 
 
 def model(keys: list[str], prefix: str, delimiter: str) -> list[tuple[str, str]]:
@@ -152,6 +154,59 @@ def test_url_encoding_of_odd_keys(s3, bucket):
         s3.put_object(Bucket=bucket, Key=key, Body=b"")
     listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
     assert listed == sorted(keys, key=str.encode)
+
+
+# Keys XML 1.0 cannot carry (NUL, other C0 controls, U+FFFE, U+FFFF), and a few that need care.
+UNCARRIABLE = ["nul\x00key", "esc\x1bkey", "cr\rkey", "not-a-char\ufffe", "max\uffff"]
+ODD = ["space key", "plus+key", "percent%41key", "amp&lt;key"]
+
+
+def test_keys_xml_cannot_carry(gateway, s3, bucket):
+    """Stored, and listed as S3 lists them: without encoding-type, as hexadecimal character
+    references (never raw bytes); with encoding-type=url, percent-encoded, which any XML parser
+    reads and which boto3 (asking for it itself) decodes back to the very keys."""
+    keys = sorted(UNCARRIABLE + ODD, key=str.encode)
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"k")
+    # boto3 cannot read this answer (nor AWS's: botocore#3496): the upload id is read here.
+    started = raw.signed("POST", f"{gateway.url}/{bucket}/nul%00upload?uploads")
+    assert b"<Key>nul&#x0;upload</Key>" in started.body
+    upload = started.body.split(b"<UploadId>")[1].split(b"</UploadId>")[0].decode()
+    try:
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == keys
+        assert [o["Key"] for o in s3.list_objects(Bucket=bucket)["Contents"]] == keys
+        versions = s3.list_object_versions(Bucket=bucket)["Versions"]
+        assert [v["Key"] for v in versions] == keys
+        # Here boto3 asks for no encoding by itself: asked for, it hands back what S3 sent.
+        uploads = s3.list_multipart_uploads(Bucket=bucket, EncodingType="url")["Uploads"]
+        assert [unquote_plus(u["Key"]) for u in uploads] == ["nul\x00upload"]
+        for key in keys:
+            assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"k"
+
+        url = f"{gateway.url}/{bucket}?list-type=2"
+        plain = raw.signed("GET", url)
+        assert plain.status == 200
+        for ref in (b"nul&#x0;key", b"esc&#x1b;key", b"cr&#13;key", b"&#xfffe;", b"&#xffff;"):
+            assert ref in plain.body
+        for byte in (b"\x00", b"\x1b", b"\r", "\ufffe".encode(), "\uffff".encode()):
+            assert byte not in plain.body
+
+        encoded = raw.signed("GET", url + "&encoding-type=url")
+        root = ET.fromstring(encoded.body)  # a strict XML 1.0 parser
+        ns = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
+        assert root.findtext("s3:EncodingType", namespaces=ns) == "url"
+        listed = [unquote_plus(k.text or "") for k in root.iterfind("s3:Contents/s3:Key", ns)]
+        assert listed == keys
+    finally:
+        s3.abort_multipart_upload(Bucket=bucket, Key="nul\x00upload", UploadId=upload)
+
+
+def test_error_naming_a_key_xml_cannot_carry(gateway, bucket):
+    """NoSuchKey echoes the key: as a character reference, not as a raw control byte."""
+    reply = raw.signed("GET", f"{gateway.url}/{bucket}/nul%00key%1B%EF%BF%BE")
+    assert (reply.status, reply.code) == (404, "NoSuchKey")
+    assert b"<Key>nul&#x0;key&#x1b;&#xfffe;</Key>" in reply.body
+    assert b"\x00" not in reply.body and b"\x1b" not in reply.body
 
 
 def test_aws_cli_ls_and_sync(gateway, s3, bucket, tmp_path):

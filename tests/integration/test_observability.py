@@ -56,6 +56,11 @@ def test_metrics_move(gateway, s3, bucket):
     assert delta("s3gw_received_bytes_total") >= 1000
     assert delta("s3gw_sent_bytes_total") >= 201_000
     assert delta("s3gw_request_seconds_count", operation="CopyObject") == 1
+    # The stored totals are refreshed in the background every few seconds.
+    deadline = time.monotonic() + 60
+    while metric(after, "s3gw_objects") < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = fetch(f"{gateway.url}/metrics")[1]
     assert metric(after, "s3gw_objects") >= 2
 
 

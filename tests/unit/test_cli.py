@@ -31,6 +31,8 @@ def test_serve_help_without_the_test_extra():
 
 
 def test_credentials_without_the_test_extra(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "credentials.json").write_text('{"access_key": "A", "secret_key": "S"}')
     out = run("credentials", "--data", str(tmp_path / "data"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("export AWS_ACCESS_KEY_ID=")

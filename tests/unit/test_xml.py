@@ -26,9 +26,11 @@ NS = "http://s3.amazonaws.com/doc/2006-03-01/"
         ("a\r\nb", "a&#13;\nb"),
         ("tab\there", "tab\there"),
         ("line\nfeed", "line\nfeed"),
-        ("\x00", "&#0;"),
-        ("\x01\x08\x0b\x0c\x1f", "&#1;&#8;&#11;&#12;&#31;"),
-        ("\x7f", "\x7f"),
+        # What XML 1.0 cannot carry: hexadecimal references, as S3 writes them ("&#x1b;")
+        ("\x00", "&#x0;"),
+        ("\x01\x08\x0b\x0c\x1b\x1f", "&#x1;&#x8;&#xb;&#xc;&#x1b;&#x1f;"),
+        ("a\ufffeb\uffff", "a&#xfffe;b&#xffff;"),
+        ("\x7f\ufffd", "\x7f\ufffd"),  # allowed in XML 1.0
         ("quote\"'", "quote\"'"),  # text content: quotes need no escaping
         ("caf\u00e9 \U0001f600", "caf\u00e9 \U0001f600"),
         ("", ""),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -61,6 +62,28 @@ RESPONSE_OVERRIDES = {
     "response-content-disposition": "Content-Disposition",
     "response-content-encoding": "Content-Encoding",
 }
+
+
+# What no HTTP header value may carry (RFC 9110 5.5: the C0 controls but tab, and DEL): an
+# override holding one could only be sent by splitting the header, so it is refused up front.
+_NOT_IN_A_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def response_overrides(query: Mapping[str, str]) -> dict[str, str]:
+    """The headers that GetObject's response-* parameters ask for, checked before anything is
+    sent (aiohttp would refuse them once the answer is under way: a cut connection, or a 500)."""
+    overrides = {}
+    for param, header in RESPONSE_OVERRIDES.items():
+        value = query.get(param)
+        if value is None:
+            continue
+        if _NOT_IN_A_HEADER.search(value):
+            raise invalid_argument(
+                f"{param} must not contain control characters: an HTTP header cannot carry them",
+                param,
+            )
+        overrides[header] = value
+    return overrides
 
 
 def parse_int(text: str) -> int:
@@ -217,15 +240,14 @@ async def _send_object(
     if reader is not None:
         obj = reader.info
     assert obj is not None
+    overrides = response_overrides(ctx.query)
     headers = object_headers(obj)
     if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
         return web.Response(
             status=304,
             headers={k: headers[k] for k in ("ETag", "Last-Modified")},
         )
-    for param, header in RESPONSE_OVERRIDES.items():
-        if param in ctx.query:
-            headers[header] = ctx.query[param]
+    headers.update(overrides)
     requested = _requested_part(ctx, obj, headers)
     if requested is None:
         requested = parse_range(ctx.headers.get("Range"), obj.size)

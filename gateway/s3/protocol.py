@@ -1,0 +1,98 @@
+"""What aiohttp's HTTP parser refuses before any handler sees a request, answered as S3 does.
+
+A malformed request line, a method that is not a token, an empty or negative Content-Length,
+a header line over the limit, or the bytes that a body longer than its Content-Length leaves
+behind (parsed as the next request): S3 answers these with its XML error, `400 BadRequest`
+"An error occurred when parsing the HTTP request." (`RequestHeaderSectionTooLarge`, with
+`<MaxSizeAllowed>`, for headers over the limit), and closes the connection. aiohttp would answer
+a plain-text HTTP/1.0 400 naming its version in `Server`, and log the client's bad bytes as an
+ERROR with a traceback; here the log gets one line at info.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from aiohttp.http import HttpVersion11
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+
+from .. import metrics
+from .errors import S3Error
+from .handler import SERVER, new_request_id
+
+log = logging.getLogger(__name__)
+
+
+def parse_error(exc: BaseException | None) -> S3Error:
+    """The S3 error for what the parser refused."""
+    if isinstance(exc, LineTooLong):
+        return S3Error("RequestHeaderSectionTooLarge", MaxSizeAllowed=exc.args[1])
+    if isinstance(exc, HttpProcessingError) and exc.message.startswith("Too many headers"):
+        return S3Error("RequestHeaderSectionTooLarge")
+    return S3Error("BadRequest")
+
+
+def _one_line(exc: BaseException | None) -> str:
+    """The parser's reason without its caret line; the bytes it quotes are a repr already."""
+    text = exc.message if isinstance(exc, HttpProcessingError) else repr(exc)
+    lines = [line.strip() for line in text.splitlines()]
+    return " ".join(line for line in lines if line.strip("^ "))[:300]
+
+
+class S3RequestHandler(RequestHandler):
+    """aiohttp's connection handler, with S3's answers to the errors it handles itself."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if request.writer.output_size > 0:
+            # An answer is under way: nothing more can be said. Whoever started it logged why.
+            raise ConnectionError("the response had started; the connection is dropped")
+        request_id = new_request_id()
+        if status == 400:
+            error = parse_error(exc)
+            log.info(
+                "request %s from %s: %s (%s)",
+                request_id,
+                request.remote,
+                error.code,
+                _one_line(exc),
+            )
+        else:
+            # The gateway's own failure outside the S3 handler (which answers its own).
+            log.error("request %s failed", request_id, exc_info=exc)
+            error = S3Error("InternalError")
+        metrics.REQUESTS.labels("Unknown", str(error.status)).inc()
+        # The request line may not have been read: answer in the version the gateway speaks.
+        request._version = HttpVersion11
+        response = web.Response(
+            status=error.status,
+            body=error.to_xml(None, request_id),
+            content_type="application/xml",
+            headers={"Server": SERVER, "x-amz-request-id": request_id, "x-amz-id-2": request_id},
+        )
+        # What follows on this connection cannot be framed: close it (Connection: close).
+        response.force_close()
+        return response
+
+
+class S3Server(web.Server):
+    def __call__(self) -> RequestHandler:
+        return S3RequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class S3AppRunner(web.AppRunner):
+    """An AppRunner whose connections answer parse errors as S3 does."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = S3Server  # the same object, with S3's connection handler
+        return server
