@@ -281,8 +281,8 @@ async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int)
     """Send a range that lies in one blob file with sendfile: the kernel copies from the page
     cache to the socket, no Python buffers. False if it cannot (inline bytes, several blobs,
     TLS, or an event loop without sendfile, such as uvloop)."""
-    span = reader.single_file(start, length)
     transport = ctx.request.transport
+    span = reader.single_file(start, length) if transport is not None else None
     if span is None or transport is None:
         return False
     f, offset = span
