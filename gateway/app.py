@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from . import digest, metrics
-from .config import Settings, load_users, read_users_file
+from .config import Settings
 from .s3.handler import S3Handler, on_response_prepare
 from .store import Store, open_store
+from .users import load_users, read_users_file
 
 log = logging.getLogger(__name__)
 

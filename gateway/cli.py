@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import bench, config, digest, logs, server
+from . import bench, config, digest, logs, server, users
 from .store.blobs import FolderInUse
 
 # What the gateway creates is its user's alone: the catalog holds small objects' bytes, the
@@ -19,21 +19,21 @@ PRIVATE = 0o077
 
 def _credentials(settings: config.Settings) -> None:
     if not (settings.access_key or settings.secret_key):
-        path = settings.data / config.CREDENTIALS_FILE
+        path = settings.data / users.CREDENTIALS_FILE
         if not path.exists():
             # Making a pair here would print keys no gateway knows, in a folder made for them.
             where = f"{settings.data} ({config.setting_name('data')})"
             if settings.data.is_dir() and any(settings.data.iterdir()):
                 raise config.StartError(
-                    f"{where} holds no {config.CREDENTIALS_FILE}: its gateway takes its keys "
+                    f"{where} holds no {users.CREDENTIALS_FILE}: its gateway takes its keys "
                     "from S3GW_ACCESS_KEY and S3GW_SECRET_KEY"
                 )
             raise config.StartError(
                 f"there is no gateway in {where}: `s3gw serve --data {settings.data}` starts "
                 "one, which makes its keys"
             )
-    users, _ = config.load_users(settings)
-    user = next(iter(users.values()))
+    known, _ = users.load_users(settings)
+    user = next(iter(known.values()))
     print(f"export AWS_ACCESS_KEY_ID={shlex.quote(user.access_key)}")
     print(f"export AWS_SECRET_ACCESS_KEY={shlex.quote(user.secret_key)}")
     print(f"export AWS_DEFAULT_REGION={shlex.quote(settings.region)}")

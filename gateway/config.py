@@ -6,21 +6,12 @@ Every flag `--some-name` also reads `S3GW_SOME_NAME`; a flag given on the comman
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
-import secrets
-import string
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .s3.auth import User
-
-CREDENTIALS_FILE = "credentials.json"
 MAX_OBJECT_SIZE = 5 * 1024**3  # PutObject's limit (AWS: 5 GiB in one PUT)
 
 
@@ -264,119 +255,3 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         log_level=values["log-level"],
         log_format=values["log-format"],
     )
-
-
-def _random(alphabet: str, n: int) -> str:
-    return "".join(secrets.choice(alphabet) for _ in range(n))
-
-
-def _user(access: str, secret: str, display_name: str = "s3gw", canonical_id: str = "") -> User:
-    # The default canonical id is derived from the access key: stable across restarts.
-    return User(
-        access_key=access,
-        secret_key=secret,
-        display_name=display_name,
-        canonical_id=canonical_id or hashlib.sha256(b"s3gw-user:" + access.encode()).hexdigest(),
-    )
-
-
-# Letters, digits and a few marks: a key with "/", ",", "=", ":" or a space could not be parsed
-# back out of a SigV4 Credential or a SigV2 Authorization header (AWS's own are [A-Z0-9]).
-_ACCESS_KEY = re.compile(r"[A-Za-z0-9._~+-]+")
-_USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id"}
-
-
-def _check_keys(where: str, access: str, secret: str) -> None:
-    if not access:
-        raise StartError(f"{where}: the access key is empty")
-    if not _ACCESS_KEY.fullmatch(access):
-        raise StartError(
-            f"{where}: access key {access!r} may hold letters, digits and . _ ~ + - only"
-        )
-    if not secret:
-        raise StartError(f"{where}: the secret key of {access} is empty")
-
-
-def read_users_file(path: Path) -> list[User]:
-    """A TOML users file: `[[user]]` tables with access_key, secret_key, and optionally
-    display_name and canonical_id."""
-    where = f"{setting_name('users')} {path}"
-    try:
-        document = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise StartError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise StartError(f"{where}: not a TOML file: {exc}") from None
-    entries = document.get("user")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise StartError(f"{where}: users are [[user]] tables (one per user), not [user]")
-    if set(document) != {"user"}:
-        raise StartError(f"{where}: unknown {sorted(set(document) - {'user'})[0]!r}")
-    users: list[User] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(entries, 1):
-        unknown = set(entry) - _USER_FIELDS
-        if unknown:
-            raise StartError(f"{where}: user {i} has an unknown field {sorted(unknown)[0]!r}")
-        for name in ("access_key", "secret_key"):
-            if not isinstance(entry.get(name), str):
-                raise StartError(f"{where}: user {i} has no {name} (a string)")
-        access, secret = entry["access_key"], entry["secret_key"]
-        _check_keys(f"{where}: user {i}", access, secret)
-        if access in seen:
-            raise StartError(f"{where}: access key {access} is defined twice")
-        seen.add(access)
-        users.append(
-            _user(
-                access,
-                secret,
-                str(entry.get("display_name", access)),
-                str(entry.get("canonical_id", "")),
-            )
-        )
-    return users
-
-
-def main_user(settings: Settings, *, create: bool) -> tuple[User, Path | None, bool]:
-    """The gateway's own user, whose keys a users file does not replace (its buckets would be
-    stranded): S3GW_ACCESS_KEY/S3GW_SECRET_KEY, or else the pair kept in the data folder,
-    generated on first start when `create`. Returns it, the file its keys are kept in (None:
-    the environment), and whether they were generated now."""
-    if settings.access_key and settings.secret_key:
-        _check_keys(setting_name("access-key"), settings.access_key, settings.secret_key)
-        return _user(settings.access_key, settings.secret_key), None, False
-    if settings.access_key or settings.secret_key:
-        raise StartError(
-            f"set both {setting_name('access-key')} and {setting_name('secret-key')}, or neither"
-        )
-    path = settings.data / CREDENTIALS_FILE
-    if path.exists() or not create:
-        try:
-            stored = json.loads(path.read_text())
-            return _user(stored["access_key"], stored["secret_key"]), path, False
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise StartError(f"cannot read the gateway's keys from {path}: {exc}") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    access = "S3GW" + _random(string.ascii_uppercase + string.digits, 16)
-    secret = _random(string.ascii_letters + string.digits, 40)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"access_key": access, "secret_key": secret}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    return _user(access, secret), path, True
-
-
-def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
-    """The users the gateway accepts, keyed by access key, the main user first; and the file
-    the main user's keys are kept in (None: the environment).
-
-    A users file adds users to the main user; an entry with the main user's access key
-    replaces it (another secret or display name, the same buckets).
-    """
-    main, path, _ = main_user(settings, create=True)
-    users = {main.access_key: main}
-    if settings.users is not None:
-        for user in read_users_file(settings.users):
-            users[user.access_key] = user
-    return users, path

@@ -14,7 +14,6 @@ import fcntl
 import json
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+
+from .store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class StoredCollector(Collector):
             try:
                 await asyncio.to_thread(self.refresh)  # not the store's I/O threads
                 failing = False
-            except (OSError, sqlite3.Error) as exc:
+            except (OSError, StoreError) as exc:
                 if not failing:  # once, not every second
                     log.warning("cannot count the objects stored: %s", exc)
                 failing = True

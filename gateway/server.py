@@ -27,7 +27,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import ssl
 import sys
 import tempfile
@@ -42,9 +41,11 @@ from aiohttp import web
 
 from . import digest, metrics, tls
 from .app import build_app, describe, sweep
-from .config import Settings, StartError, main_user, read_users_file, setting_name
+from .config import Settings, StartError, setting_name
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
+from .store import StoreError
 from .store.blobs import FolderLock
+from .users import main_user, read_users_file
 
 log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -236,7 +237,7 @@ def _opening(data: Path) -> Iterator[None]:
     deep inside that is not ours) is still a start-up error: one line, no traceback."""
     try:
         yield
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, StoreError) as exc:
         raise StartError(
             f"cannot open the data folder {data} ({setting_name('data')}): {exc}"
         ) from None

@@ -71,7 +71,8 @@ async def _fill(data: Path, buckets: dict[str, int], owner: str) -> None:
 
 def fill_for_gateway(data: Path, buckets: dict[str, int]) -> None:
     """`fill`, with buckets owned by the user GatewayProcess starts the gateway with."""
-    from ..config import Settings, load_users
+    from ..config import Settings
+    from ..users import load_users
 
     users, _ = load_users(
         Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)

@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 
 from gateway.s3 import sigv2
 from gateway.s3.errors import S3Error
+from gateway.users import User
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "s3"
@@ -64,14 +65,6 @@ _CONTENT_SHA256_MESSAGE = (
     "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER "
     "or a valid sha256 value."
 )
-
-
-@dataclass(frozen=True)
-class User:
-    access_key: str
-    secret_key: str
-    display_name: str
-    canonical_id: str
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from multidict import CIMultiDictProxy, MultiDictProxy
 
 from ..config import Settings
 from ..store import Store
-from .auth import User
+from ..users import User
 from .payload import Payload
 from .router import Route
 from .xml import Node

@@ -29,8 +29,9 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from gateway.s3 import auth
-from gateway.s3.auth import Authenticator, AuthResult, SignedRequest, User
+from gateway.s3.auth import Authenticator, AuthResult, SignedRequest
 from gateway.s3.errors import S3Error
+from gateway.users import User
 
 REGION = "eu-west-1"
 HOST = "s3.example.com"

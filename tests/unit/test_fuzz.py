@@ -36,12 +36,13 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway.s3 import checksums, xml
-from gateway.s3.auth import Authenticator, SignedRequest, User
+from gateway.s3.auth import Authenticator, SignedRequest
 from gateway.s3.chunked import SIGNED, SIGNED_TRAILER, UNSIGNED_TRAILER, ChunkedDecoder
 from gateway.s3.errors import S3Error
 from gateway.s3.ops.copy import CopySource, parse_copy_range, parse_copy_source
 from gateway.s3.ranges import parse_range
 from gateway.s3.router import Route, bucket_from_host, route
+from gateway.users import User
 from tests import raw
 from tests.server import ACCESS_KEY, SECRET_KEY
 

@@ -75,6 +75,9 @@ def test_the_modules_were_read() -> None:
         ("gateway.s3", ("gateway.store.sqlite", "gateway.store.blobs", "sqlite3", "os"), ()),
         # Storage knows nothing of HTTP or of S3's wire formats.
         ("gateway.store", ("aiohttp", "gateway.s3", "gateway.app", "gateway.server"), ()),
+        # Settings and users sit below the protocol: neither imports from it.
+        ("gateway.config", ("gateway.s3",), ()),
+        ("gateway.users", ("gateway.s3",), ()),
         # SQL to SQLite is spoken in its adapter only.
         ("gateway", ("sqlite3",), ("gateway.store.sqlite.*",)),
         # Only the composition root (gateway.store's open_store) picks the catalog adapter.

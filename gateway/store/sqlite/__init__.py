@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from .. import errors
 from ..api import CatalogAudit, CatalogReader, CatalogTx, complete_now
 from .queries import SqliteAudit, SqliteReader
 from .schema import connect, initialise
@@ -35,10 +36,13 @@ class SqliteCatalog:
 
     def __init__(self, path: Path, pool: concurrent.futures.Executor) -> None:
         self.path = path
-        initialise(path)
+        try:
+            initialise(path)
+            self._writer = GroupWriter(path)
+            self.reader: CatalogReader = SqliteReader(connect(path))
+        except sqlite3.Error as exc:
+            raise errors.StoreError(f"cannot open the catalog {path}: {exc}") from exc
         self._pool = pool
-        self._writer = GroupWriter(path)
-        self.reader: CatalogReader = SqliteReader(connect(path))
         self.audit: CatalogAudit = SqliteAudit(self.reader.conn)  # type: ignore[attr-defined]
         self._local = threading.local()
 
@@ -61,11 +65,14 @@ class SqliteCatalog:
         return self._writer.run(fn, long=long)  # type: ignore[arg-type]
 
     def totals(self) -> tuple[int, int]:
-        conn = connect(self.path)
         try:
-            count, size = conn.execute("SELECT count(*), total(size) FROM objects").fetchone()
-        finally:
-            conn.close()
+            conn = connect(self.path)
+            try:
+                count, size = conn.execute("SELECT count(*), total(size) FROM objects").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise errors.StoreError(f"cannot count the objects: {exc}") from exc
         return count, int(size)
 
     def writable(self) -> bool:

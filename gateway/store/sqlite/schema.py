@@ -78,7 +78,7 @@ def initialise(path: Path) -> None:
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"catalog {path} has schema {version}, newer than this gateway")
+            raise sqlite3.DatabaseError(f"schema {version} is newer than this gateway's")
         if version == 1:
             # 2: parts keep the flexible checksum their UploadPart verified.
             conn.execute("ALTER TABLE parts ADD COLUMN checksum TEXT")
