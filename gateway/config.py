@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MAX_OBJECT_SIZE = 5 * 1024**3  # PutObject's limit (AWS: 5 GiB in one PUT)
+from . import limits
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Settings:
     loop: str = "asyncio"
     log_level: str = "info"
     log_format: str = "text"
-    max_object_size: int = MAX_OBJECT_SIZE
+    max_object_size: int = limits.MAX_PUT_SIZE
 
 
 # (flag, environment variable suffix, type, default, help)

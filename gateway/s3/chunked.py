@@ -25,7 +25,7 @@ against AWS) and versitygw#1684; rows marked "ours" are cases AWS was not seen a
 | signed trailer mode: no x-amz-trailer-signature | IncompleteBody "The request body terminated unexpectedly" |
 | signed trailer mode: a trailer signature that does not match | SignatureDoesNotMatch |
 | a trailer not announced in x-amz-trailer, a trailer line without a colon, a trailer after the trailer signature, too many trailer lines | MalformedTrailerError |
-| ours: a size line over MAX_LINE bytes, a size over 16 hex digits or over MAX_CHUNK_SIZE, a negative size | IncompleteBody "The request body terminated unexpectedly" (AWS answers a negative size with 500) |
+| ours: a size line over MAX_CHUNK_LINE bytes, a size over 16 hex digits or over MAX_CHUNK_SIZE, a negative size | IncompleteBody "The request body terminated unexpectedly" (AWS answers a negative size with 500) |
 | ours: a non-empty line after the final chunk of a mode without trailers | IncompleteBody "The request body terminated unexpectedly" |
 | ours: any byte after the final CRLF | IncompleteBody "The request body terminated unexpectedly" (AWS ignores such bytes; we refuse what nobody signed or sends) |
 | ours: a STREAMING-AWS4-ECDSA-P256-SHA256-* mode | NotImplemented |
@@ -48,6 +48,7 @@ from typing import NoReturn, Protocol
 
 from aiohttp import ClientPayloadError
 
+from ..limits import MAX_CHUNK_LINE, MAX_CHUNK_SIZE
 from .checksums import MALFORMED_TRAILER_CODE, MALFORMED_TRAILER_MESSAGE
 from .errors import S3Error
 
@@ -62,11 +63,7 @@ _ECDSA = frozenset(
     }
 )
 
-# A size line is at most 16 hex digits, ";chunk-signature=" and 64 hex digits; spaces allowed.
-MAX_LINE = 1024
 MAX_TRAILER_LINES = 16
-# The largest body S3 accepts in one request (PutObject and UploadPart: 5 GiB).
-MAX_CHUNK_SIZE = 5 * 1024**3
 _HEX_SIZE = re.compile(rb"[0-9a-fA-F]{1,16}")
 _BLANKS = b" \t"
 _EMPTY_SHA256 = hashlib.sha256().hexdigest()
@@ -280,14 +277,14 @@ class ChunkedDecoder:
     async def _line(self) -> bytes | None:
         """The next CRLF-terminated line without its CRLF; None at a clean EOF."""
         while True:
-            end = self._buffer.find(b"\n", 0, MAX_LINE + 2)
+            end = self._buffer.find(b"\n", 0, MAX_CHUNK_LINE + 2)
             if end >= 0:
                 if end == 0 or self._buffer[end - 1] != 0x0D:
                     raise _framing()
                 line = bytes(self._buffer[: end - 1])
                 del self._buffer[: end + 1]
                 return line
-            if len(self._buffer) > MAX_LINE + 1:
+            if len(self._buffer) > MAX_CHUNK_LINE + 1:
                 raise _framing()
             if self._eof:
                 if self._buffer:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from .. import digest, metrics
+from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
 from . import errors, listing
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx, complete_now
 from .blobs import BlobFiles, FolderLock, new_blob_id, start_writeback
@@ -52,8 +53,6 @@ READ_CHUNK = 1 << 20
 EAGER_OPEN = 256
 # Catalog writes of more keys or parts than this run in the writer's thread, not on the loop.
 LONG = 32
-MIN_PART_SIZE = 5 * 1024 * 1024  # every part but the last (AWS: 5 MiB)
-MAX_OBJECT_SIZE = 5 * 1024**4  # 5 TiB, a multipart object's largest
 
 
 class Store:

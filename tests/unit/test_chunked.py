@@ -24,11 +24,10 @@ from botocore import httpchecksum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.limits import MAX_CHUNK_LINE, MAX_CHUNK_SIZE
 from gateway.s3 import checksums
 from gateway.s3.checksums import CRC32, MALFORMED_TRAILER_CODE
 from gateway.s3.chunked import (
-    MAX_CHUNK_SIZE,
-    MAX_LINE,
     SIGNED,
     SIGNED_TRAILER,
     UNSIGNED_TRAILER,
@@ -596,8 +595,8 @@ ABC = b"3\r\nabc\r\n0\r\n\r\n"
         (ABC + b"\r\n", "IncompleteBody"),  # ours, likewise
         (b"1" * 17 + b"\r\n", "IncompleteBody"),
         (b"%x\r\n" % (MAX_CHUNK_SIZE + 1), "IncompleteBody"),
-        (b"3;" + b"x" * MAX_LINE + b"\r\nabc\r\n0\r\n\r\n", "IncompleteBody"),
-        (b"3;" + b"x" * 10 * MAX_LINE, "IncompleteBody"),
+        (b"3;" + b"x" * MAX_CHUNK_LINE + b"\r\nabc\r\n0\r\n\r\n", "IncompleteBody"),
+        (b"3;" + b"x" * 10 * MAX_CHUNK_LINE, "IncompleteBody"),
         # Trailers (test_strm_unsgnd_pyld_trl_with_trailer_no_cr/_no_lf/_no_crlf):
         (b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32: %s\n" % V.encode(), "IncompleteBody"),
         (b"3\r\nabc\r\n0\r\nx-amz-checksum-crc32: %s\r" % V.encode(), "IncompleteBody"),

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
+from ...limits import MAX_ACL_XML
 from .. import xml
 from ..context import Context
 from ..errors import S3Error
 from .objects import check_key
 
-MAX_ACL_BODY = 64 * 1024
 PRIVATE_ACLS = {"private", "bucket-owner-full-control", "bucket-owner-read"}
 _GRANTEE = 'Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"'
 
@@ -65,7 +65,7 @@ async def get_object_acl(ctx: Context) -> web.StreamResponse:
 
 async def _put_acl(ctx: Context, owner: str) -> web.StreamResponse:
     check_canned_acl(ctx.headers)
-    body = await ctx.read_xml(MAX_ACL_BODY)
+    body = await ctx.read_xml(MAX_ACL_XML)
     if body.strip():
         root = xml.parse(body)
         if root.tag != "AccessControlPolicy":

@@ -8,12 +8,11 @@ import re
 
 from aiohttp import web
 
+from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
 from .. import xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
-
-MAX_XML_BODY = 64 * 1024
 
 # A bucket name is a DNS name: labels of lowercase letters, digits and hyphens, each starting
 # and ending with a letter or digit, joined by single dots (so no "..", "-." or ".-").
@@ -105,7 +104,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
         raise S3Error("InvalidBucketName", BucketName=name)
     if ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
         raise S3Error("NotImplemented", "Object Lock is not supported")
-    body = await ctx.read_xml(MAX_XML_BODY)
+    body = await ctx.read_xml(MAX_BUCKET_XML)
     region = ctx.settings.region
     if body.strip():
         root = xml.parse(body)

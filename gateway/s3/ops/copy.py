@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from ... import digest, metrics
+from ...limits import MAX_COPY_SIZE
 from ...store import ObjectInfo
 from ...store.errors import SourceChanged
 from .. import conditions, xml
@@ -23,7 +24,6 @@ from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
 from .objects import attrs_from_headers, check_key, part_number
 
-MAX_COPY_SIZE = 5 * 1024**3  # AWS: larger sources must be copied with UploadPartCopy
 ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
 COPY_PREFIX = "x-amz-copy-source-"
 _COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)")

@@ -10,13 +10,12 @@ from urllib.parse import quote_plus
 from aiohttp import web
 
 from ... import digest
+from ...limits import MAX_KEYS
 from ...store import ListPage
 from .. import xml
 from ..context import Context
 from ..errors import invalid_argument
 from .objects import parse_int
-
-MAX_KEYS = 1000
 
 
 def max_count(ctx: Context, name: str) -> int:

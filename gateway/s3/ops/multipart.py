@@ -9,6 +9,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from ... import digest
+from ...limits import MAX_COMPLETE_XML, MAX_PART_SIZE
 from ...store import Part, Upload
 from .. import checksums, xml
 from ..context import Context
@@ -23,9 +24,6 @@ from .objects import (
     stage_body,
     write_condition,
 )
-
-MAX_PART_SIZE = 5 * 1024**3
-MAX_COMPLETE_BODY = 4 * 1024 * 1024  # 10,000 parts of about 100 bytes of XML each, and room
 
 
 def _xml(root: str, nodes: list[xml.Node]) -> web.Response:
@@ -107,7 +105,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.query["uploadId"]
     condition = await write_condition(ctx)
-    root = xml.parse(await ctx.read_xml(MAX_COMPLETE_BODY))
+    root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML))
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
     chosen: list[tuple[int, str]] = []

@@ -13,6 +13,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from ... import digest
+from ...limits import MAX_DELETE_KEYS, MAX_DELETE_XML, MAX_KEY_BYTES, MAX_PART_NUMBER
 from ...store import (
     ObjectAttrs,
     ObjectInfo,
@@ -25,11 +26,7 @@ from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import parse_range
 
-MAX_KEY_BYTES = 1024
-MAX_PART_NUMBER = 10_000
 MAX_USER_METADATA = 2048  # bytes of x-amz-meta-* names and values (AWS: 2 KB)
-MAX_DELETE_KEYS = 1000
-MAX_XML_BODY = 2 * 1024 * 1024
 
 # User-controlled system metadata that S3 stores with an object and returns on GET/HEAD.
 STORED_HEADERS = (
@@ -333,7 +330,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
         # AWS requires an integrity header on this operation.
         raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
     expected_md5 = content_md5(ctx.headers)
-    body = await ctx.read_xml(MAX_XML_BODY)
+    body = await ctx.read_xml(MAX_DELETE_XML)
     if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
         raise S3Error("BadDigest")
     root = xml.parse(body)
