@@ -11,7 +11,7 @@ from aiohttp import web
 
 from . import digest, metrics
 from .config import Settings
-from .s3.handler import S3Handler, on_response_prepare
+from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, open_store
 from .users import load_users, read_users_file
 
@@ -50,7 +50,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         if tmp or orphans:
             log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
     users, _ = load_users(settings)
-    handler = S3Handler(store, settings, users)
+    handler = s3_handler(store, settings, users)
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store

@@ -9,10 +9,10 @@ from aiohttp import web
 from multidict import CIMultiDictProxy, MultiDictProxy
 
 from ..config import Settings
-from ..store import Store
+from ..store import Bucket, Store
 from ..users import User
 from .payload import Payload
-from .router import Route
+from .router import Endpoint
 from .xml import Node
 
 # The response whose status and headers have gone out: an error after that cannot be
@@ -25,12 +25,15 @@ SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
 @dataclass
 class Context:
     request: web.Request
-    route: Route
+    endpoint: Endpoint
     user: User
     store: Store
     settings: Settings
     payload: Payload
     users_by_id: Mapping[str, User]
+    # The bucket the request names, as the dispatcher found and authorised it (None for
+    # ListBuckets and CreateBucket).
+    bucket_record: Bucket | None = None
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:
@@ -42,13 +45,18 @@ class Context:
 
     @property
     def bucket(self) -> str:
-        assert self.route.bucket is not None
-        return self.route.bucket
+        assert self.endpoint.bucket is not None
+        return self.endpoint.bucket
 
     @property
     def key(self) -> str:
-        assert self.route.key is not None
-        return self.route.key
+        assert self.endpoint.key is not None
+        return self.endpoint.key
+
+    @property
+    def upload_id(self) -> str:
+        assert self.endpoint.upload_id is not None  # the router routes on it
+        return self.endpoint.upload_id
 
     async def read_xml(self, limit: int) -> bytes:
         """A request's XML body: at most the operation's `limit` bytes, and never more than

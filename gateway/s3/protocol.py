@@ -20,7 +20,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from .. import metrics
 from .errors import S3Error
-from .handler import SERVER, new_request_id
+from .middleware import SERVER, new_request_id
 
 log = logging.getLogger(__name__)
 

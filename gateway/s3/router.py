@@ -10,17 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from urllib.parse import unquote
 
 from .errors import S3Error
-
-
-@dataclass(frozen=True)
-class Route:
-    operation: str
-    bucket: str | None = None
-    key: str | None = None
-
 
 # Bucket sub-resources, in the order they are looked for, and the name of the configuration
 # they read or write (GET -> Get<name>, PUT -> Put<name>, DELETE -> Delete<name>).
@@ -60,6 +53,33 @@ _OBJECT_SUBRESOURCES = {
 
 _VERBS = {"GET": "Get", "PUT": "Put", "DELETE": "Delete"}
 
+# Every operation the router can name (implemented or not: the dispatcher answers the others
+# NotImplemented by name).
+_NAMES = {
+    "ListBuckets", "CreateBucket", "HeadBucket", "DeleteBucket", "ListObjects", "ListObjectsV2",
+    "ListObjectVersions", "ListMultipartUploads", "DeleteObjects", "PostObject", "HeadObject",
+    "GetObject", "PutObject", "CopyObject", "DeleteObject", "CreateMultipartUpload", "UploadPart",
+    "UploadPartCopy", "CompleteMultipartUpload", "AbortMultipartUpload", "ListParts",
+    "RestoreObject", "SelectObjectContent",
+    *(verb + name for verb in _VERBS.values() for name in _BUCKET_SUBRESOURCES.values()),
+    *(verb + name for verb in _VERBS.values() for name in _OBJECT_SUBRESOURCES.values()),
+}  # fmt: skip
+# Every operation the router can name (implemented or not: the dispatcher answers the others
+# NotImplemented by name); a str, so that it compares and formats as its name.
+Op = StrEnum("Op", [(name, name) for name in sorted(_NAMES)], module=__name__)  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a request asks for, read once from its method, path, query and headers."""
+
+    operation: Op
+    bucket: str | None = None
+    key: str | None = None
+    upload_id: str | None = None  # ?uploadId
+    part_number: str | None = None  # ?partNumber as sent: each operation judges it in its words
+    version_id: str | None = None  # ?versionId
+
 
 def split_path(raw_path: str) -> tuple[str | None, str | None]:
     """`/bucket/key` -> (bucket, key), percent-decoded; None for what is absent."""
@@ -97,7 +117,7 @@ def route(
     query: Mapping[str, str],
     headers: Mapping[str, str],
     domain: str | None = None,
-) -> Route:
+) -> Endpoint:
     host_bucket = bucket_from_host(headers.get("host", ""), domain)
     if host_bucket is not None:
         _, key = split_path("/" + host_bucket + raw_path)
@@ -106,11 +126,18 @@ def route(
         bucket, key = split_path(raw_path)
     if bucket is None:
         if method == "GET":
-            return Route("ListBuckets")
+            return Endpoint(Op.ListBuckets)
         raise S3Error("MethodNotAllowed")
     if key is None:
-        return Route(_bucket_operation(method, query), bucket)
-    return Route(_object_operation(method, query, headers), bucket, key)
+        return Endpoint(Op(_bucket_operation(method, query)), bucket)
+    return Endpoint(
+        Op(_object_operation(method, query, headers)),
+        bucket,
+        key,
+        upload_id=query.get("uploadId"),
+        part_number=query.get("partNumber"),
+        version_id=query.get("versionId"),
+    )
 
 
 def _bucket_operation(method: str, query: Mapping[str, str]) -> str:

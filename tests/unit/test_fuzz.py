@@ -41,7 +41,7 @@ from gateway.s3.chunked import SIGNED, SIGNED_TRAILER, UNSIGNED_TRAILER, Chunked
 from gateway.s3.errors import S3Error
 from gateway.s3.ops.copy import CopySource, parse_copy_range, parse_copy_source
 from gateway.s3.ranges import parse_range
-from gateway.s3.router import Route, bucket_from_host, route
+from gateway.s3.router import Endpoint, bucket_from_host, route
 from gateway.users import User
 from tests import raw
 from tests.server import ACCESS_KEY, SECRET_KEY
@@ -362,7 +362,7 @@ def test_route_virtual_hosted(
     except S3Error as exc:
         assert exc.code in {"InvalidURI", "MethodNotAllowed"}
         return
-    assert isinstance(result, Route)
+    assert isinstance(result, Endpoint)
     assert (result.bucket is None) == (result.operation == "ListBuckets")
     named = bucket_from_host(host, domain)
     if named is not None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.s3.errors import S3Error
-from gateway.s3.router import Route, bucket_from_host, route, split_path
+from gateway.s3.router import Endpoint, Op, bucket_from_host, route, split_path
 
 COPY = {"x-amz-copy-source": "/src/key"}
 UPLOAD = {"uploadId": "u1"}
@@ -147,7 +147,19 @@ def test_route(
     bucket: str | None,
     key: str | None,
 ) -> None:
-    assert route(method, path, query, headers) == Route(operation, bucket, key)
+    found = route(method, path, query, headers)
+    assert (found.operation, found.bucket, found.key) == (operation, bucket, key)
+    assert isinstance(found.operation, Op)
+
+
+def test_the_endpoint_carries_the_identifiers_an_operation_needs() -> None:
+    query = {"uploadId": "u-1", "partNumber": "7", "versionId": "v-2"}
+    assert route("PUT", "/b/k", query, {}) == Endpoint(
+        Op.UploadPart, "b", "k", upload_id="u-1", part_number="7", version_id="v-2"
+    )
+    assert route("GET", "/b/k", {}, {}) == Endpoint(Op.GetObject, "b", "k")
+    # A bucket's endpoint has none of them, whatever the query holds.
+    assert route("GET", "/b", {"uploadId": "u"}, {}) == Endpoint(Op.ListObjects, "b")
 
 
 def test_table_covers_every_operation_the_brief_names() -> None:
@@ -271,7 +283,7 @@ def test_route_raises_only_s3_errors(
     except S3Error as exc:
         assert exc.code in {"InvalidURI", "MethodNotAllowed"}
         return
-    assert isinstance(result, Route)
+    assert isinstance(result, Endpoint)
     assert result.operation
     # Whatever routed has a bucket unless it is ListBuckets, and a key never loses its bytes.
     assert (result.bucket is None) == (result.operation == "ListBuckets")
@@ -286,7 +298,7 @@ def test_route_raises_only_s3_errors(
 )
 def test_percent_encoded_key_round_trips(key: str, safe: str) -> None:
     # Whatever a client escapes (SDKs differ on '/' and '+'), the key arrives byte for byte.
-    assert route("GET", "/b/" + quote(key, safe=safe), {}, {}) == Route("GetObject", "b", key)
+    assert route("GET", "/b/" + quote(key, safe=safe), {}, {}) == Endpoint("GetObject", "b", key)
 
 
 @pytest.mark.parametrize(
@@ -307,12 +319,12 @@ def test_bucket_from_host(host: str, domain: str | None, bucket: str | None) -> 
 
 def test_virtual_hosted_routes() -> None:
     headers = {"host": "photos.s3.localhost:9000"}
-    assert route("GET", "/", {}, headers, "s3.localhost") == Route("ListObjects", "photos")
-    assert route("GET", "/a//b", {}, headers, "s3.localhost") == Route(
+    assert route("GET", "/", {}, headers, "s3.localhost") == Endpoint("ListObjects", "photos")
+    assert route("GET", "/a//b", {}, headers, "s3.localhost") == Endpoint(
         "GetObject", "photos", "a//b"
     )
-    assert route("PUT", "/", {}, headers, "s3.localhost") == Route("CreateBucket", "photos")
+    assert route("PUT", "/", {}, headers, "s3.localhost") == Endpoint("CreateBucket", "photos")
     # Path style still works on the bare domain.
-    assert route("GET", "/photos/k", {}, {"host": "s3.localhost"}, "s3.localhost") == Route(
+    assert route("GET", "/photos/k", {}, {"host": "s3.localhost"}, "s3.localhost") == Endpoint(
         "GetObject", "photos", "k"
     )

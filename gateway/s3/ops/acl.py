@@ -48,19 +48,18 @@ def _policy(ctx: Context, owner: str) -> web.Response:
     return web.Response(body=body, content_type="application/xml")
 
 
-async def _bucket_owner(ctx: Context) -> str:
-    bucket = await ctx.store.get_bucket(ctx.bucket)
-    assert bucket is not None  # the dispatcher checked it exists
-    return bucket.owner
+def _bucket_owner(ctx: Context) -> str:
+    assert ctx.bucket_record is not None  # the dispatcher found it
+    return ctx.bucket_record.owner
 
 
 async def get_bucket_acl(ctx: Context) -> web.StreamResponse:
-    return _policy(ctx, await _bucket_owner(ctx))
+    return _policy(ctx, _bucket_owner(ctx))
 
 
 async def get_object_acl(ctx: Context) -> web.StreamResponse:
     await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
-    return _policy(ctx, await _bucket_owner(ctx))
+    return _policy(ctx, _bucket_owner(ctx))
 
 
 async def _put_acl(ctx: Context, owner: str) -> web.StreamResponse:
@@ -84,12 +83,12 @@ async def _put_acl(ctx: Context, owner: str) -> web.StreamResponse:
 
 
 async def put_bucket_acl(ctx: Context) -> web.StreamResponse:
-    return await _put_acl(ctx, await _bucket_owner(ctx))
+    return await _put_acl(ctx, _bucket_owner(ctx))
 
 
 async def put_object_acl(ctx: Context) -> web.StreamResponse:
     await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
-    return await _put_acl(ctx, await _bucket_owner(ctx))
+    return await _put_acl(ctx, _bucket_owner(ctx))
 
 
 OPERATIONS = {

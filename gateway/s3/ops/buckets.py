@@ -131,8 +131,8 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
 
 
 async def head_bucket(ctx: Context) -> web.StreamResponse:
-    bucket = await ctx.store.get_bucket(ctx.bucket)
-    assert bucket is not None  # the dispatcher checked it exists
+    bucket = ctx.bucket_record
+    assert bucket is not None  # the dispatcher found it
     return web.Response(headers={"x-amz-bucket-region": bucket.region})
 
 
@@ -142,8 +142,8 @@ async def delete_bucket(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_location(ctx: Context) -> web.StreamResponse:
-    bucket = await ctx.store.get_bucket(ctx.bucket)
-    assert bucket is not None
+    bucket = ctx.bucket_record
+    assert bucket is not None  # the dispatcher found it
     # us-east-1 is reported as an empty LocationConstraint.
     region = "" if bucket.region == "us-east-1" else bucket.region
     return _xml(xml.render("LocationConstraint", region))

@@ -19,6 +19,7 @@ from ...limits import MAX_COPY_SIZE
 from ...store import ObjectInfo
 from ...store.errors import SourceChanged
 from .. import conditions, xml
+from ..authorize import authorize, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
@@ -75,11 +76,8 @@ def parse_copy_source(value: str) -> CopySource:
 
 async def _source(ctx: Context, ref: CopySource) -> ObjectInfo:
     """Look the source up, check the caller may read it and its x-amz-copy-source-if-*."""
-    bucket = await ctx.store.get_bucket(ref.bucket)
-    if bucket is None:
-        raise S3Error("NoSuchBucket", BucketName=ref.bucket)
-    if bucket.owner != ctx.user.canonical_id:
-        raise S3Error("AccessDenied")
+    # The source is read with the caller's rights, as a GetObject of it would be.
+    authorize(ctx.user, "GetObject", await resolve_bucket(ctx.store, ref.bucket))
     obj = await ctx.store.head_object(ref.bucket, check_key(ref.key))
     conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns, prefix=COPY_PREFIX)
     return obj
@@ -169,7 +167,7 @@ def parse_copy_range(value: str | None, size: int) -> tuple[int, int]:
 async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     number = part_number(ctx)
-    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     for _attempt in range(ATTEMPTS):
         source = await _source(ctx, ref)

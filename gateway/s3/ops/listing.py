@@ -77,8 +77,8 @@ def _contents(page: ListPage, encode: Encode, owner: list[xml.Node] | None) -> l
     return nodes
 
 
-async def _bucket_owner(ctx: Context) -> list[xml.Node]:
-    bucket = await ctx.store.get_bucket(ctx.bucket)
+def _bucket_owner(ctx: Context) -> list[xml.Node]:
+    bucket = ctx.bucket_record
     return ctx.owner(bucket.owner if bucket else ctx.user.canonical_id)
 
 
@@ -97,7 +97,7 @@ async def list_objects(ctx: Context) -> web.StreamResponse:
         # AWS returns NextMarker only with a delimiter; without one the last key serves.
         ("NextMarker", encode(page.last) if page.truncated and delimiter else None),
     ]
-    nodes += _contents(page, encode, await _bucket_owner(ctx))
+    nodes += _contents(page, encode, _bucket_owner(ctx))
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
@@ -137,7 +137,7 @@ async def list_objects_v2(ctx: Context) -> web.StreamResponse:
         ),
         ("StartAfter", encode(start_after) if start_after else None),
     ]
-    nodes += _contents(page, encode, await _bucket_owner(ctx) if fetch_owner else None)
+    nodes += _contents(page, encode, _bucket_owner(ctx) if fetch_owner else None)
     return web.Response(body=xml.render("ListBucketResult", nodes), content_type="application/xml")
 
 
@@ -156,7 +156,7 @@ async def list_object_versions(ctx: Context) -> web.StreamResponse:
     if version_marker not in ("", "null"):
         raise invalid_argument("Invalid version id specified", "version-id-marker", version_marker)
     page, prefix, delimiter, max_keys = await _page(ctx, key_marker)
-    owner = await _bucket_owner(ctx)
+    owner = _bucket_owner(ctx)
     nodes: list[xml.Node] = [
         ("Name", ctx.bucket),
         ("Prefix", encode(prefix)),

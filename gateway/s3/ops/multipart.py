@@ -83,7 +83,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     expected_md5 = content_md5(ctx.headers)
     ctx.payload.require_length(MAX_PART_SIZE)
     # Before the body is invited: an unknown upload costs the client nothing.
-    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     expected = _algorithm(upload)
     sent = ctx.payload.checksum
     if expected is not None and sent is not None and sent.algorithm is not expected:
@@ -103,7 +103,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
 
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
-    upload_id = ctx.query["uploadId"]
+    upload_id = ctx.upload_id
     condition = await write_condition(ctx)
     root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML))
     if root.tag != "CompleteMultipartUpload":
@@ -184,13 +184,13 @@ def checksum_nodes(headers: Mapping[str, str]) -> list[xml.Node]:
 
 
 async def abort_multipart_upload(ctx: Context) -> web.StreamResponse:
-    await ctx.store.abort_upload(ctx.query["uploadId"], ctx.bucket, check_key(ctx.key))
+    await ctx.store.abort_upload(ctx.upload_id, ctx.bucket, check_key(ctx.key))
     return web.Response(status=204)
 
 
 async def list_parts(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
-    upload = await ctx.store.get_upload(ctx.query["uploadId"], ctx.bucket, key)
+    upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     limit = max_count(ctx, "max-parts")
     raw_marker = ctx.query.get("part-number-marker", "0") or "0"
     if parse_int(raw_marker) < 0:

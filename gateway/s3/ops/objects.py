@@ -93,7 +93,7 @@ def parse_int(text: str) -> int:
 
 def part_number(ctx: Context) -> int:
     """The partNumber query parameter: 1 to 10,000."""
-    raw = ctx.query.get("partNumber", "")
+    raw = ctx.endpoint.part_number or ""
     number = parse_int(raw)
     if not 1 <= number <= MAX_PART_NUMBER:
         raise invalid_argument(
@@ -297,7 +297,7 @@ def _requested_part(
 ) -> tuple[int, int] | None:
     """?partNumber=N: the bytes of part N of a multipart object, a ranged GET (206). An object
     that was not uploaded in parts has one part, itself (AWS answers partNumber=1)."""
-    raw = ctx.query.get("partNumber")
+    raw = ctx.endpoint.part_number
     if raw is None:
         return None
     number = part_number(ctx)

@@ -1,0 +1,162 @@
+"""What every S3 request gets, whatever its operation: a request id, the error XML (an
+S3Error, or a store error, which names its S3 code), the 5xx policy (a traceback in the log, a
+plain InternalError to the client, never the traceback; a full or read-only disk is 503), the
+access log line and the metrics, and the headers of every answer.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from .. import metrics
+from ..store import StoreError
+from ..store import errors as store_errors
+from .context import RESPONSE_STARTED, SENT_BY_SENDFILE
+from .errors import S3Error
+from .router import Endpoint
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("gateway.access")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def storage_unavailable(exc: BaseException) -> S3Error | None:
+    """A full or read-only disk is the storage's condition, not a bug: 503, which clients retry
+    with backoff, and the request has changed nothing (its staged blob is dropped)."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return S3Error("ServiceUnavailable", store_errors.FULL)
+        if exc.errno == errno.EROFS:
+            return S3Error("ServiceUnavailable", store_errors.READ_ONLY)
+    return None
+
+
+# The Server header of every answer: the gateway's name, never its libraries' versions.
+SERVER = "s3gw"
+
+
+def new_request_id() -> str:
+    return secrets.token_hex(8).upper()
+
+
+REQUEST_ID = web.RequestKey("request_id", str)
+OPERATION = web.RequestKey("operation", str)
+TARGET = web.RequestKey("target", Endpoint)
+USER = web.RequestKey("user", str)
+RECEIVED = web.RequestKey("received", int)
+
+
+class S3Middleware:
+    """Wraps the dispatcher: whatever it answers or raises becomes one answer, accounted."""
+
+    def __init__(self, dispatch: Handler) -> None:
+        self.dispatch = dispatch
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        request_id = new_request_id()
+        request[REQUEST_ID] = request_id
+        started_at = time.perf_counter()
+        try:
+            response = await self.dispatch(request)
+        except S3Error as exc:
+            response = self._error(request, exc, request_id)
+        except StoreError as exc:
+            response = self._error(
+                request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
+            )
+        except Exception as exc:
+            started = request.get(RESPONSE_STARTED)
+            if started is not None:
+                # The body was already streaming: the only honest signal left is to cut it.
+                if not isinstance(exc, ConnectionError):
+                    log.exception("request %s failed while sending its body", request_id)
+                    raise
+                # The client went away: the connection is dropped, and nothing is logged as
+                # an error (aiohttp would log the exception with its traceback).
+                log.info("request %s: the client went away mid-response", request_id)
+                if request.transport is not None:
+                    request.transport.abort()
+                self._account(request, started, time.perf_counter() - started_at)
+                return started
+            unavailable = storage_unavailable(exc)
+            if unavailable is not None:
+                log.warning("request %s refused: %s", request_id, exc)
+                response = self._error(request, unavailable, request_id)
+            else:
+                log.exception("request %s failed", request_id)
+                response = self._error(request, S3Error("InternalError"), request_id)
+        self._account(request, response, time.perf_counter() - started_at)
+        return response
+
+    def _account(self, request: web.Request, response: web.StreamResponse, seconds: float) -> None:
+        """Metrics and the access log line of a request."""
+        operation = request.get(OPERATION, "Unknown")
+        sent = (
+            response.body_length
+            if response.prepared
+            else len(getattr(response, "body", b"") or b"")
+        )
+        sent += request.get(SENT_BY_SENDFILE, 0)
+        received = request.get(RECEIVED, 0)
+        metrics.REQUESTS.labels(operation, str(response.status)).inc()
+        metrics.LATENCY.labels(operation).observe(seconds)
+        metrics.BYTES_IN.inc(received)
+        metrics.BYTES_OUT.inc(sent)
+        if access_log.isEnabledFor(logging.INFO):
+            target = request.get(TARGET)
+            access_log.info(
+                "%s %s %s %s %d %.1fms",
+                request[REQUEST_ID],
+                operation,
+                request.method,
+                request.raw_path,
+                response.status,
+                seconds * 1000,
+                extra={
+                    "request_id": request[REQUEST_ID],
+                    "user": request.get(USER),
+                    "operation": operation,
+                    "bucket": target.bucket if target else None,
+                    "key": target.key if target else None,
+                    "status": response.status,
+                    "bytes_in": received,
+                    "bytes_out": sent,
+                    "ms": round(seconds * 1000, 2),
+                },
+            )
+
+    def _error(self, request: web.Request, exc: S3Error, request_id: str) -> web.Response:
+        if request.method == "HEAD":
+            # HEAD answers carry no body; the status says it all (boto3 reports "404").
+            return web.Response(status=exc.status)
+        resource = request.raw_path.partition("?")[0]
+        return web.Response(
+            status=exc.status,
+            body=exc.to_xml(resource, request_id),
+            content_type="application/xml",
+        )
+
+
+async def on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    request_id = request.get(REQUEST_ID)
+    if request_id is not None:
+        response.headers["x-amz-request-id"] = request_id
+        response.headers["x-amz-id-2"] = request_id
+    response.headers["Server"] = SERVER
+    # A body we did not read (an error answered before it, or an `Expect: 100-continue` body
+    # never invited) would be read as the next request: close the connection instead. So too
+    # after any error to a request with a body: the error may be about its framing (a body
+    # longer than its Content-Length answers BadDigest, and its extra bytes would be parsed as
+    # the next request, as s3-tests' bad_contentlength_mismatch_below_aws2 sends).
+    if request.body_exists and (response.status >= 400 or not request.content.is_eof()):
+        response.force_close()
+        # aiohttp has chosen the Connection header by now: say it, or the client reuses the
+        # connection and its next request is read as this one's body.
+        response.headers["Connection"] = "close"
