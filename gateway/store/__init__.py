@@ -25,7 +25,7 @@ from .model import (
     WriteCondition,
 )
 from .sqlite import SqliteCatalog
-from .store import ObjectReader, Store
+from .store import BATCH, ObjectReader, Store
 
 
 def open_catalog(root: Path, pool: concurrent.futures.Executor) -> Catalog:
@@ -47,6 +47,7 @@ def open_store(
 
 
 __all__ = [
+    "BATCH",
     "Bucket",
     "Extent",
     "ListEntry",
