@@ -1,4 +1,4 @@
-"""Command line: `s3gw serve`, `s3gw credentials`."""
+"""Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck` and `s3gw bench`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AWS Signature Version 4 authentication for S3: header-signed and presigned requests.
+"""Authentication for S3: AWS Signature Version 4 (header-signed and presigned requests) and
+Version 2 (sigv2.py), one skew check and one user lookup for both.
 
 The rules are AWS's own:
 https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html and

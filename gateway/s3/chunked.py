@@ -93,13 +93,11 @@ class SeedSignature(Protocol):
 
 
 def stored_content_encoding(value: str | None) -> str | None:
-    """The Content-Encoding to store for an aws-chunked body: the header without `aws-chunked`,
-    None if nothing is left.
-
-    AWS keeps the other codings in order ("foo, aws-chunked, bar" is stored as "foo, bar",
-    "aws-chunked, gzip" as "gzip": Swift's AWS-recorded test_strm_unsgnd_pyld_trl_custom_encoding_ok
-    and _gzipped_declared_*). Only for a body sent in a STREAMING-* mode: AWS stores
-    "aws-chunked" as given on a body that is not (test_no_md5_good_sha_chunk_encoding_declared_ok).
+    """The Content-Encoding to store: the header without `aws-chunked`, None if nothing is
+    left. `aws-chunked` describes the transfer, not the object, so it is stripped whatever the
+    body (s3-tests test_object_content_encoding_aws_chunked); the other codings keep their
+    order ("foo, aws-chunked, bar" is stored as "foo, bar", "aws-chunked, gzip" as "gzip":
+    Swift's AWS-recorded test_strm_unsgnd_pyld_trl_custom_encoding_ok and _gzipped_declared_*).
     """
     if value is None:
         return None
