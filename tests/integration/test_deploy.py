@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml  # PyYAML: installed with awscli, which the test extra has
 
+from gateway import tls
 from gateway.config import _OPTIONS, env_default, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -312,12 +313,18 @@ def _status(url: str) -> int:
         return exc.code
 
 
-def _run_healthcheck(command: list[str], image: Image, container: Container) -> None:
+def _healthcheck(
+    command: list[str], image: Image, container: Container, **env: str
+) -> subprocess.CompletedProcess[str]:
     """Docker's check, run as Docker runs it: with the container's environment, whose
-    address is the image's (0.0.0.0) with this process's port. Its exit status must be 0."""
+    address is the image's (0.0.0.0) with this process's port."""
     host = image.env["S3GW_ADDRESS"].rsplit(":", 1)[0]
-    env = {**container.env, "S3GW_ADDRESS": f"{host}:{container.port}"}
-    done = subprocess.run(_here(command), env=env, capture_output=True, text=True, timeout=30)
+    env = {**container.env, "S3GW_ADDRESS": f"{host}:{container.port}", **env}
+    return subprocess.run(_here(command), env=env, capture_output=True, text=True, timeout=30)
+
+
+def _run_healthcheck(command: list[str], image: Image, container: Container) -> None:
+    done = _healthcheck(command, image, container)
     assert done.returncode == 0, done.stderr
 
 
@@ -390,6 +397,27 @@ def test_healthcheck_follows_tls(tmp_path):
         _run_healthcheck(_compose_healthcheck(service), image, server)
     finally:
         assert server.stop() == 0, "".join(server.log)
+
+
+def test_healthcheck_trusts_the_served_certificate_only(tmp_path):
+    # S3GW_TLS_CERT/S3GW_TLS_KEY: the operator's own certificate, trusted as it is.
+    image, service = read_dockerfile(), read_compose()
+    cert, key = tls.self_signed(tmp_path / "own")
+    other, _ = tls.self_signed(tmp_path / "other")
+    env = container_environment(image, service, read_dotenv())
+    env |= {"S3GW_TLS_CERT": str(cert), "S3GW_TLS_KEY": str(key)}
+    server = Container(container_command(image, service), env, tmp_path / "volume").start()
+    try:
+        _run_healthcheck(image.healthcheck, image, server)
+        # Another certificate than the one served: unhealthy, said in one line.
+        done = _healthcheck(image.healthcheck, image, server, S3GW_TLS_CERT=str(other))
+        assert done.returncode == 1
+        assert done.stderr.startswith("unhealthy: https://127.0.0.1:"), done.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in done.stderr and done.stderr.count("\n") == 1
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+    done = _healthcheck(image.healthcheck, image, server)  # nothing listens any more
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
 
 
 def test_image_and_compose_file_agree():
