@@ -1,11 +1,20 @@
 # s3gw in a container. With docker compose: `docker compose up -d` (see docker-compose.yml).
-# Without:
-#   docker build -t s3gw .
-#   docker run -d -p 9000:9000 -v s3gw-data:/data s3gw
-#   docker run --rm -v s3gw-data:/data s3gw credentials      # the generated keys, as exports
-FROM python:3.11-slim
+# Without (the volume name is the one docker-compose.yml gives its volume, so both see the
+# same data):
+#   docker build -t s3gw:local .
+#   docker run -d --name s3gw -p 127.0.0.1:9000:9000 -v s3gw-data:/data s3gw:local
+#   docker run --rm -v s3gw-data:/data s3gw:local credentials   # the keys, as exports
+#   docker stop -t 30 s3gw      # docker stop's default 10 s can cut a large upload
 
-# Logs reach `docker logs` as they are written; no .pyc files written at run time.
+# The base, pinned to a Python minor version and a Debian release: a rebuild never moves to
+# another Python or Debian unnoticed. `docker compose build --pull` takes the same tag's
+# security updates; a newer one is a deliberate change, here or for one build:
+#   docker compose build --pull --build-arg BASE=python:3.13-slim-trixie
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
+
+# Logs reach `docker logs` as they are written; no .pyc files written at run time (the root
+# file system is read-only under docker-compose.yml).
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 
@@ -35,11 +44,13 @@ USER 10001:10001
 # Not /src: `python -m gateway` would find the sources before the installed package.
 WORKDIR /data
 
-# Ready means the catalog and the data folder take writes. urllib raises on 503 (exit 1).
+# Ready means the catalog and the data folder take writes. The probe reads the same S3GW_*
+# variables as the gateway: its port, and HTTPS (trusting the gateway's own certificate) when
+# TLS is on.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9000/health/ready', timeout=4)"]
+    CMD ["python", "-m", "gateway.healthcheck"]
 
 # Exec form: the gateway is PID 1 and gets `docker stop`'s SIGTERM itself (it shuts down
-# cleanly on it). Another subcommand replaces CMD: `docker run ... s3gw fsck --deep`.
+# cleanly on it). Another subcommand replaces CMD: `docker run ... s3gw:local fsck --deep`.
 ENTRYPOINT ["s3gw"]
 CMD ["serve"]

