@@ -28,8 +28,13 @@ from .sqlite import SqliteCatalog
 from .store import BATCH, ObjectReader, Store
 
 
+def has_catalog(root: Path) -> bool:
+    """Does the data folder hold a catalog (has a gateway ever started there)?"""
+    return (root / "catalog.sqlite3").exists()
+
+
 def open_catalog(root: Path, pool: concurrent.futures.Executor) -> Catalog:
-    """The catalog of a data folder."""
+    """The catalog of a data folder (made if it has none)."""
     return SqliteCatalog(root / "catalog.sqlite3", pool)
 
 
@@ -62,5 +67,7 @@ __all__ = [
     "Upload",
     "UploadsPage",
     "WriteCondition",
+    "has_catalog",
+    "open_catalog",
     "open_store",
 ]

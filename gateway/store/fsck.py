@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import digest
-from . import open_catalog
+from . import has_catalog, open_catalog
 from .api import BlobStore, Catalog, CatalogTx
 from .blobs import BlobFiles, FolderLock
 from .model import Extent
@@ -92,7 +92,7 @@ def check(
     """Check (and optionally repair) the data folder at `root`. The gateway must be stopped:
     raises FolderInUse otherwise (its uncommitted blobs would look like orphans). `deep`
     reads every byte; `checksum_of` also checks the stored flexible checksums then."""
-    if not (root / "catalog.sqlite3").exists():
+    if not has_catalog(root):
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
     try:
