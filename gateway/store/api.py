@@ -50,14 +50,16 @@ class CatalogReader(Protocol):
 
     async def scan_objects(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[bytes, ListEntry]]:
-        """Up to `limit` objects in key byte order, after (or from) `cursor`, keys < `end`."""
+    ) -> list[tuple[Cursor, ListEntry]]:
+        """Up to `limit` objects in key byte order, after (or from) `cursor`, keys < `end`,
+        each with its position: (key bytes,)."""
         ...
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[bytes, Upload]]:
-        """Uploads by (key bytes, initiation time, id), after (or from) `cursor`."""
+    ) -> list[tuple[Cursor, Upload]]:
+        """Uploads by (key bytes, initiation time, id), after (or from) `cursor`, each with
+        that position."""
         ...
 
     async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:

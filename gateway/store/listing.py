@@ -17,9 +17,10 @@ from .api import Cursor
 
 T = TypeVar("T")
 
-# (cursor, inclusive, end, limit) -> up to `limit` rows (key bytes, item) in order, after (or
-# from) the cursor, keys below `end`.
-Seek = Callable[[Cursor, bool, bytes | None, int], Awaitable[list[tuple[bytes, T]]]]
+# (cursor, inclusive, end, limit) -> up to `limit` rows (position, item) in order, after (or
+# from) the cursor, keys below `end`; a row's position is its sort key, the key's bytes first.
+Seek = Callable[[Cursor, bool, bytes | None, int], Awaitable[list[tuple[Cursor, T]]]]
+_FIRST_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,20 @@ async def roll_up(
     items: list[T] = []
     prefixes: list[str] = []
     last: str | None = None
+    # Rows are asked for in batches that grow while they hold no common prefix: a scan that
+    # meets a prefix at once wastes at most a batch before it seeks past the prefix (a page
+    # with 20 prefixes read 20 full pages of rows when every scan asked for a page's worth).
+    batch = _FIRST_BATCH if delimiter else max_items + 1
     while True:
         want = max_items - len(items) - len(prefixes)
-        # One row beyond the page tells whether the listing is truncated.
-        rows = await seek(cursor, inclusive, upper, want + 1)
+        ask = min(want + 1, batch)  # one row beyond the page tells whether it is truncated
+        rows = await seek(cursor, inclusive, upper, ask)
         seek_to: bytes | None = None
-        for key, item in rows:
+        for position, item in rows:
             if want == 0:
                 return Rolled(items, tuple(prefixes), True, last)
             want -= 1
+            key = position[0]
             cut = key.find(delimiter, len(prefix)) if delimiter else -1
             if cut < 0:
                 items.append(item)
@@ -86,8 +92,14 @@ async def roll_up(
             last = prefixes[-1]
             seek_to = successor(common)
             break
-        if seek_to is None:
-            # The rows ran out before the page filled (or nothing lies past the prefix).
+        else:
+            if len(rows) < ask:  # the rows ran out before the page filled
+                return Rolled(items, tuple(prefixes), False, last)
+            # Every row of the batch was an item: go on after the last one, asking for more.
+            cursor, inclusive = rows[-1][0], False
+            batch *= 2
+            continue
+        if seek_to is None:  # a prefix of 0xFF bytes only: nothing can follow it
             return Rolled(items, tuple(prefixes), False, last)
         cursor, inclusive = (seek_to,), True
         if want == 0:

@@ -127,7 +127,7 @@ class SqliteReader:
 
     async def scan_objects(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[bytes, ListEntry]]:
+    ) -> list[tuple[Cursor, ListEntry]]:
         where, args = _after(("key",), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
@@ -136,12 +136,12 @@ class SqliteReader:
             [bucket, *args, *([end] if end is not None else []), limit],
         )
         return [
-            (key, ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
+            ((key,), ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
         ]
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[bytes, Upload]]:
+    ) -> list[tuple[Cursor, Upload]]:
         where, args = _after(("key", "initiated_ns", "id"), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
@@ -149,7 +149,7 @@ class SqliteReader:
             "ORDER BY key, initiated_ns, id LIMIT ?",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [(row[2], _upload_from_row(row)) for row in rows]
+        return [((row[2], row[3], row[0]), _upload_from_row(row)) for row in rows]
 
     async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
