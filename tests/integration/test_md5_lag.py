@@ -19,7 +19,7 @@ from aiohttp import web
 from gateway import digest
 from gateway.app import build_app
 from gateway.config import Settings
-from gateway.store import Store
+from gateway.store import open_store
 from gateway.store.blobs import FolderInUse
 from tests.server import ACCESS_KEY, SECRET_KEY
 
@@ -150,8 +150,8 @@ async def test_256mib_put_does_not_block_the_loop(
         assert ticker.ticks >= elapsed / (1.5 * TICK + MAX_LAG) - 1
         # While the app runs, its store holds the data folder.
         with pytest.raises(FolderInUse):
-            Store(data)
+            open_store(data)
     finally:
         await runner.cleanup()
     # The app's cleanup closed the store: the folder can be opened exclusively again.
-    Store(data).close()
+    open_store(data).close()
