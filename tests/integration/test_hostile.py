@@ -17,6 +17,7 @@ import base64
 import contextlib
 import hashlib
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -1033,7 +1034,12 @@ def test_extra_body_bytes_after_a_success_are_a_bad_request(world: World) -> Non
             assert sock.recv(65536).startswith(b"HTTP/1.1 100")
             sock.sendall(b"bar")
             expect(read_answer(sock), 200, None)
-            sock.sendall(world.signed("GET", f"/{BUCKET}/victim"))
+            # The parser may refuse the leftover byte on its own (no method starts so), answer
+            # and close at once, or wait for the rest of its line: a request sent after such an
+            # answer meets a closed connection (a reset, and the answer lost with it). So the
+            # next request goes only if nothing has come back.
+            if not select.select([sock], [], [], 5)[0]:
+                sock.sendall(world.signed("GET", f"/{BUCKET}/victim"))
             answer = read_answer(sock)
             expect(answer, 400, "BadRequest")
             assert answer.headers["server"] == "s3gw"
