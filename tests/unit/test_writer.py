@@ -90,12 +90,19 @@ async def test_a_group_where_every_write_fails_commits_nothing(writer, path):
 
 
 async def test_a_caller_that_goes_away_does_not_undo_its_write(writer, path):
-    fut = writer.run(insert(9))
-    waiting = asyncio.ensure_future(asyncio.shield(fut))
-    await asyncio.sleep(0)
-    waiting.cancel()
-    assert await fut == (1, [])
-    assert committed(path) == {9}
+    """A caller awaiting the write's future and cancelled cancels that future: the write
+    still commits, and the writer goes on with the rest of its group and the next ones."""
+
+    async def caller() -> object:
+        return await writer.run(insert(9))
+
+    gone = asyncio.ensure_future(caller())
+    await asyncio.sleep(0)  # its write is queued first
+    other = writer.run(insert(10))  # in the same group, after it
+    gone.cancel()
+    assert (await asyncio.wait_for(other, 10))[1] == []
+    assert await writer.run(insert(11)) == (3, [])
+    assert committed(path) == {9, 10, 11}
 
 
 async def test_long_writes_run_off_the_event_loop(writer, path):

@@ -106,6 +106,8 @@ class GroupWriter:
                     fcntl.flock(self._turn, fcntl.LOCK_UN)  # harmless if not held
                     outcomes = [(None, exc)] * len(group)
                 for write, (result, exc) in zip(group, outcomes, strict=True):
+                    if write.fut.done():  # its caller went away: the outcome stands regardless
+                        continue
                     if exc is not None:
                         write.fut.set_exception(_translate(exc))
                     else:
