@@ -31,7 +31,7 @@ def sweep(settings: Settings) -> None:
     settings.data.mkdir(parents=True, exist_ok=True)
     store = open_store(settings.data)
     try:
-        tmp, orphans = store.sweep()
+        tmp, orphans = asyncio.run(store.sweep())
     finally:
         store.close()
     if tmp or orphans:
@@ -39,16 +39,13 @@ def sweep(settings: Settings) -> None:
 
 
 def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
-    """The application of one process. A `worker` shares a folder its parent swept."""
+    """The application of one process. A `worker` shares a folder its parent swept; any other
+    holds the folder alone until `app[STORE].start()` has swept it (await it before serving)."""
     line = digest.configure(settings.md5_backend)
     settings.data.mkdir(parents=True, exist_ok=True)
     # Logged once the folder is ours: a start refused for a folder in use is one line.
     store = open_store(settings.data, inline_max=settings.inline_max, shared=worker)
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
-    if not worker:
-        tmp, orphans = store.start()
-        if tmp or orphans:
-            log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
     users, _ = load_users(settings)
     handler = s3_handler(store, settings, users)
 
@@ -94,7 +91,7 @@ async def _live(request: web.Request) -> web.StreamResponse:
 
 async def _ready(request: web.Request) -> web.StreamResponse:
     store = request.app[STORE]
-    ok = await asyncio.get_running_loop().run_in_executor(store.pool, store.writable)
+    ok = await store.writable()
     return web.json_response({"status": "ready" if ok else "not ready"}, status=200 if ok else 503)
 
 

@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, metrics, tls
-from .app import build_app, describe, sweep
+from .app import STORE, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
@@ -357,6 +357,9 @@ async def _serve_one(
 ) -> None:
     with _opening(settings.data):
         app = build_app(settings)
+        tmp, orphans = await app[STORE].start()
+    if tmp or orphans:
+        log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
     runner, inflight = await _start(settings, app, listeners, context)
     signals = _Signals()
     _print_banner(banner)

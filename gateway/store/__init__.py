@@ -24,8 +24,10 @@ from .model import (
     UploadsPage,
     WriteCondition,
 )
+from .reader import ObjectReader
 from .sqlite import SqliteCatalog
-from .store import BATCH, ObjectReader, Store
+from .staging import BATCH
+from .store import Store
 
 
 def has_catalog(root: Path) -> bool:

@@ -2,7 +2,8 @@
 
 The Store service (store.py) holds S3's storage rules once and reaches storage only through
 these protocols; an adapter (sqlite/ for the catalog, blobs.py for files) holds the SQL or the
-file calls and nothing of S3's rules.
+file calls and nothing of S3's rules. Every call that may wait is a coroutine (or returns an
+awaitable), so that a backend on a network or a slow disk never blocks the event loop.
 
 Catalog calls are coroutines, so that a backend with a network round trip (PostgreSQL) can
 await; a backend may also complete without ever suspending (SQLite on a local file), and
@@ -12,19 +13,16 @@ therefore written once, as coroutines, for both kinds.
 
 from __future__ import annotations
 
-import os
 from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
     Iterable,
-    Iterator,
     Sequence,
 )
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from .model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
 
@@ -171,41 +169,91 @@ class Catalog(Protocol):
     def close(self) -> None: ...
 
 
+class BlobWriter(Protocol):
+    """A new blob: bytes appended in order, then published (durable under its id) or aborted.
+    Nothing references it until a catalog commit does."""
+
+    blob_id: str
+
+    def append(self, data: bytes) -> Awaitable[None]:
+        """Start writing `data` after what came before, at once; await the result. One append
+        is in flight at a time (the caller awaits each before the next)."""
+        ...
+
+    async def publish(self, last: bytes = b"") -> None:
+        """Append `last` and make the blob durable under its id: after this returns it
+        survives a crash."""
+        ...
+
+    def abort(self) -> None:
+        """Remove what was written, and the blob if it was published, once the append in
+        flight (if any) has finished: in the background, so a cancelled request can call it."""
+        ...
+
+
+class OpenBlob(Protocol):
+    """A blob opened for reading. It stays readable while open, even if it is freed
+    meanwhile, so a response under way never loses its bytes to a delete."""
+
+    async def read(self, offset: int, count: int) -> bytes:
+        """Between 1 and `count` bytes from `offset` (OSError if the blob is shorter)."""
+        ...
+
+    def size(self) -> int: ...
+
+    def file(self) -> BinaryIO | None:
+        """A file object of its own on the blob (the caller closes it), for sendfile; None
+        where the backend keeps no file."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Stray(Protocol):
+    """Something a walk of the blob store found: the caller compares `name` with the catalog's
+    blob ids and passes the stray ones back to `remove`."""
+
+    name: str
+
+
 class BlobStore(Protocol):
-    """Immutable blobs. Every call blocks: the Store calls them from its thread pool."""
+    """Immutable blobs, each named by an id the Store chose."""
 
-    def create_tmp(self) -> tuple[int, Path]:
-        """A new, empty file to write a blob into, opened for writing."""
+    def writer(self) -> BlobWriter: ...
+
+    async def open(self, blob_id: str) -> OpenBlob:
+        """FileNotFoundError if the blob is gone."""
         ...
 
-    def publish(self, fd: int, tmp_path: Path, blob_id: str) -> None:
-        """Make a written blob durable under its id, and close it."""
+    async def retire(self, blob_ids: Iterable[str]) -> Sequence[object]:
+        """Take released blobs out of reach at once (their space may stay taken); `purge` the
+        result to free it. Blobs already gone are skipped."""
         ...
 
-    def discard_tmp(self, fd: int | None, tmp_path: Path) -> None: ...
+    async def purge(self, retired: Iterable[object]) -> None: ...
 
-    def open(self, blob_id: str) -> int:
-        """A descriptor for ranged reads (and sendfile). FileNotFoundError if it is gone."""
+    async def delete(self, blob_ids: Iterable[str]) -> None:
+        """Retire and purge."""
         ...
 
-    def retire(self, blob_ids: Iterable[str]) -> list[Path]:
-        """Take released blobs out of reach at once; `purge` frees their space."""
+    def walk(self) -> AsyncIterator[list[Stray]]:
+        """Everything kept as a blob, one batch (a directory) at a time."""
         ...
 
-    def purge(self, retired: Iterable[Path]) -> None: ...
-
-    def delete(self, blob_ids: Iterable[str]) -> None: ...
-
-    def empty_tmp(self) -> int:
-        """Remove what was being written or freed when the gateway stopped."""
+    async def remove(self, found: Iterable[Stray]) -> None:
+        """Remove what a walk found (an orphan a crash left)."""
         ...
 
-    def leftover_names(self) -> list[str]:
-        """What `empty_tmp` would remove."""
+    async def leftovers(self) -> list[str]:
+        """What a stopped gateway left half-done: bodies being received, blobs being freed."""
         ...
 
-    def walk(self) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
-        """Every blob file, one directory at a time."""
+    async def empty_leftovers(self) -> int:
+        """Remove the leftovers (when no gateway uses the store); how many there were."""
+        ...
+
+    async def writable(self) -> bool:
+        """Can it take new blobs now? (readiness)"""
         ...
 
 

@@ -1,4 +1,4 @@
-"""Immutable blob files: written under tmp/, fsynced, renamed into blobs/ab/cd/<id>.
+"""The BlobStore on files: written under tmp/, fsynced, renamed into blobs/ab/cd/<id>.
 
 Blob files are named by random ids, never by keys, and never change once published. The catalog
 says which exist; a file the catalog does not know is an orphan of a crash and is swept.
@@ -6,16 +6,22 @@ says which exist; a file the catalog does not know is an orphan of a crash and i
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+T = TypeVar("T")
 
 
 def new_blob_id() -> str:
@@ -52,26 +58,35 @@ def _fsync_dir(path: Path) -> None:
 
 
 class BlobFiles:
-    """The blobs/ and tmp/ folders of a data directory. Thread-safe; every call blocks."""
+    """api.BlobStore on the blobs/, tmp/ and trash/ folders of a data directory. Every file
+    call that may wait runs in `pool`; opening a blob (one lookup) runs on the caller's
+    thread."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, pool: concurrent.futures.Executor) -> None:
         self.blobs = root / "blobs"
         self.tmp = root / "tmp"
         self.trash = root / "trash"
+        self.pool = pool
         for folder in (self.blobs, self.tmp, self.trash):
             folder.mkdir(parents=True, exist_ok=True)
         self._dirs: set[Path] = set()
 
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
     def path(self, blob_id: str) -> Path:
         return self.blobs / blob_id[:2] / blob_id[2:4] / blob_id
 
-    def create_tmp(self) -> tuple[int, Path]:
-        """A new, empty file under tmp/, opened for writing."""
-        path = self.tmp / secrets.token_hex(16)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        return fd, path
+    # --- writing -------------------------------------------------------------------------------
 
-    def publish(self, fd: int, tmp_path: Path, blob_id: str) -> None:
+    def writer(self) -> FileWriter:
+        return FileWriter(self, new_blob_id())
+
+    def create_tmp(self, name: str) -> int:
+        """A new, empty file tmp/<name>, opened for writing."""
+        return os.open(self.tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+    def publish_tmp(self, fd: int, name: str, blob_id: str) -> None:
         """Make a fully written tmp file durable as blob `blob_id`, and close it.
 
         fsync the bytes, rename into place, fsync the directory: after this returns the blob
@@ -83,7 +98,7 @@ class BlobFiles:
             os.close(fd)
         final = self.path(blob_id)
         self._ensure_dir(final.parent)
-        os.rename(tmp_path, final)
+        os.rename(self.tmp / name, final)
         _fsync_dir(final.parent)
 
     def _ensure_dir(self, path: Path) -> None:
@@ -97,19 +112,38 @@ class BlobFiles:
                     _fsync_dir(level.parent)
         self._dirs.add(path)
 
-    def discard_tmp(self, fd: int | None, tmp_path: Path) -> None:
+    def discard_tmp(self, fd: int | None, name: str) -> None:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
+            (self.tmp / name).unlink()
 
-    def delete(self, blob_ids: Iterable[str]) -> None:
+    async def writable(self) -> bool:
+        def probe() -> None:
+            name = secrets.token_hex(16)
+            self.discard_tmp(self.create_tmp(name), name)
+
+        try:
+            await self._run(probe)
+        except OSError:
+            return False
+        return True
+
+    # --- freeing -------------------------------------------------------------------------------
+
+    async def delete(self, blob_ids: Iterable[str]) -> None:
         """Remove blob files the catalog no longer references (after the commit that dropped
         them: a crash before this leaves orphans for the sweep, never a dangling reference)."""
-        self.purge(self.retire(blob_ids))
+        await self._run(self.delete_now, list(blob_ids))
 
-    def retire(self, blob_ids: Iterable[str]) -> list[Path]:
+    def delete_now(self, blob_ids: Iterable[str]) -> None:
+        self.purge_now(self.retire_now(blob_ids))
+
+    async def retire(self, blob_ids: Iterable[str]) -> list[Path]:
+        return await self._run(self.retire_now, list(blob_ids))
+
+    def retire_now(self, blob_ids: Iterable[str]) -> list[Path]:
         """Move blob files the catalog no longer references into trash/: a rename, as quick
         for 5 GiB as for 5 KiB, where an unlink frees every extent first. `purge` then frees
         them; a crash in between leaves them for the start-up sweep."""
@@ -123,41 +157,150 @@ class BlobFiles:
             moved.append(target)
         return moved
 
-    def purge(self, retired: Iterable[Path]) -> None:
+    async def purge(self, retired: Iterable[object]) -> None:
+        await self._run(self.purge_now, list(retired))
+
+    @staticmethod
+    def purge_now(retired: Iterable[object]) -> None:
         for path in retired:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                os.unlink(path)  # type: ignore[arg-type]
 
-    def open(self, blob_id: str) -> int:
-        return os.open(self.path(blob_id), os.O_RDONLY)
+    # --- reading -------------------------------------------------------------------------------
 
-    def leftover_names(self) -> list[str]:
-        """What `empty_tmp` would remove."""
-        return sorted([*os.listdir(self.tmp), *os.listdir(self.trash)])
+    async def open(self, blob_id: str) -> OpenFile:
+        return OpenFile(os.open(self.path(blob_id), os.O_RDONLY), self.pool)
 
-    def empty_tmp(self) -> int:
+    # --- what a crash leaves -------------------------------------------------------------------
+
+    async def leftovers(self) -> list[str]:
+        """What `empty_leftovers` would remove."""
+        return await self._run(lambda: sorted([*os.listdir(self.tmp), *os.listdir(self.trash)]))
+
+    async def empty_leftovers(self) -> int:
         """Remove everything under tmp/ (bodies that were being received when we stopped) and
         trash/ (blob files released and not yet freed)."""
-        removed = 0
-        for entry in [*os.scandir(self.tmp), *os.scandir(self.trash)]:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-            removed += 1
-        return removed
 
-    def walk(self) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
-        """Yield (4-hex-char prefix, file entries) for each leaf directory, in sorted order,
-        so that a sweep can compare one directory at a time with the catalog."""
-        for top in sorted(os.scandir(self.blobs), key=lambda e: e.name):
-            if not top.is_dir(follow_symlinks=False):
-                continue
-            for leaf in sorted(os.scandir(top.path), key=lambda e: e.name):
-                if leaf.is_dir(follow_symlinks=False):
-                    files = [e for e in os.scandir(leaf.path) if e.is_file(follow_symlinks=False)]
-                    yield top.name + leaf.name, files
+        def empty() -> int:
+            removed = 0
+            for entry in [*os.scandir(self.tmp), *os.scandir(self.trash)]:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                removed += 1
+            return removed
+
+        return await self._run(empty)
+
+    async def walk(self) -> AsyncIterator[list[os.DirEntry[str]]]:
+        """The files of each leaf directory in turn, in sorted order: a sweep compares one
+        directory at a time with the catalog (bounded memory at any count)."""
+
+        def leaves() -> list[str]:
+            out = []
+            for top in sorted(os.scandir(self.blobs), key=lambda e: e.name):
+                if top.is_dir(follow_symlinks=False):
+                    out += [
+                        leaf.path
+                        for leaf in sorted(os.scandir(top.path), key=lambda e: e.name)
+                        if leaf.is_dir(follow_symlinks=False)
+                    ]
+            return out
+
+        def files(leaf: str) -> list[os.DirEntry[str]]:
+            return [e for e in os.scandir(leaf) if e.is_file(follow_symlinks=False)]
+
+        for leaf in await self._run(leaves):
+            found = await self._run(files, leaf)
+            if found:
+                yield found
+
+    async def remove(self, found: Iterable[os.DirEntry[str]]) -> None:
+        # By each file's own path: a stray name need not be an id that maps onto its folder.
+        await self._run(self.purge_now, [entry.path for entry in found])
+
+
+class FileWriter:
+    """api.BlobWriter: a blob file written under tmp/ (named by the blob id), published into
+    blobs/. Each append is one pool job; the Store awaits one before starting the next."""
+
+    def __init__(self, files: BlobFiles, blob_id: str) -> None:
+        self.files = files
+        self.blob_id = blob_id
+        self.fd: int | None = None
+        self.size = 0
+        self._busy: concurrent.futures.Future[None] | None = None
+
+    def _start(self, fn: Callable[[bytes], None], data: bytes) -> asyncio.Future[None]:
+        self._busy = self.files.pool.submit(fn, data)
+        return asyncio.wrap_future(self._busy)
+
+    def append(self, data: bytes) -> asyncio.Future[None]:
+        return self._start(self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        if self.fd is None:
+            self.fd = self.files.create_tmp(self.blob_id)
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        start_writeback(self.fd, self.size, len(data))
+        self.size += len(data)
+
+    async def publish(self, last: bytes = b"") -> None:
+        """Append `last` (one pool job for the final batch and the fsync) and publish."""
+        await self._start(self._write_and_publish, last)
+
+    def _write_and_publish(self, data: bytes) -> None:
+        self._write(data)
+        assert self.fd is not None
+        fd, self.fd = self.fd, None
+        self.files.publish_tmp(fd, self.blob_id, self.blob_id)
+
+    def abort(self) -> None:
+        busy = self._busy
+
+        def cleanup() -> None:
+            if busy is not None:
+                concurrent.futures.wait([busy])
+            self.files.discard_tmp(self.fd, self.blob_id)
+            self.fd = None
+            # A publish that completed before the failure leaves a blob nobody references.
+            self.files.delete_now([self.blob_id])
+
+        self.files.pool.submit(cleanup)
+
+
+class OpenFile:
+    """api.OpenBlob on a descriptor: it outlives an unlink of the file."""
+
+    def __init__(self, fd: int, pool: concurrent.futures.Executor) -> None:
+        self.fd = fd
+        self.pool = pool
+
+    def read_now(self, offset: int, count: int) -> bytes:
+        piece = os.pread(self.fd, count, offset)
+        if not piece:
+            raise OSError(errno.EIO, "a blob file is shorter than its extent")
+        return piece
+
+    async def read(self, offset: int, count: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, self.read_now, offset, count
+        )
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def file(self) -> BinaryIO:
+        return os.fdopen(os.dup(self.fd), "rb")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class FolderInUse(RuntimeError):

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .. import digest
 from . import has_catalog, open_catalog
-from .api import BlobStore, Catalog, CatalogTx
+from .api import BlobStore, Catalog, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
 from .model import Extent
 from .store import leftover_files
@@ -100,7 +99,7 @@ def check(
         pool = concurrent.futures.ThreadPoolExecutor(1)
         catalog = open_catalog(root, pool)
         try:
-            return asyncio.run(_check(catalog, BlobFiles(root), deep, repair, checksum_of))
+            return asyncio.run(_check(catalog, BlobFiles(root, pool), deep, repair, checksum_of))
         finally:
             catalog.close()
             pool.shutdown()
@@ -136,24 +135,24 @@ async def _check(
         report.parts += 1
         walk(f"upload {part.upload_id} part {part.number}", part.extents)
 
-    leftovers = [entry for stale in leftover_files(catalog.reader, files) for entry in stale]
+    leftovers = [entry async for stale in leftover_files(catalog.reader, files) for entry in stale]
     report.orphan_files = sorted(entry.name for entry in leftovers)
     for row in blobs.values():
         if row.inline:
             continue
         try:
-            fd = files.open(row.id)
+            blob = await files.open(row.id)
         except FileNotFoundError:
             report.missing_files.append(row.id)
             continue
         try:
-            actual = os.fstat(fd).st_size
+            actual = blob.size()
         finally:
-            os.close(fd)
+            blob.close()
         if actual != row.size:
             report.wrong_sizes.append((row.id, row.size, actual))
     report.missing_files.sort()
-    report.tmp_files = files.leftover_names()
+    report.tmp_files = await files.leftovers()
     report.wrong_counts = sorted(
         (b, row.refs, found[b]) for b, row in blobs.items() if row.refs != found[b]
     )
@@ -221,7 +220,7 @@ async def _check_bytes(
         checksum = checksum_of(stored.checksums, stored.part_sizes) if checksum_of else None
         inline = await catalog.reader.read_inline(e.blob for e in stored.extents)
         try:
-            for chunk in _read(inline, files, stored.extents):
+            async for chunk in _read(inline, files, stored.extents):
                 whole.update(chunk)
                 parts.update(chunk)
                 if checksum:
@@ -238,35 +237,33 @@ async def _check_bytes(
             report.bad_checksums.append((stored.owner, checksum.expected, checksum.actual()))
 
 
-def _read(
+async def _read(
     inline: Mapping[str, bytes], files: BlobStore, extents: tuple[Extent, ...]
-) -> Iterator[bytes]:
+) -> AsyncIterator[bytes]:
     """The bytes of `extents` in chunks of at most READ_CHUNK: memory stays bounded whatever
     the object's size. Raises OSError if a blob file is missing or short."""
     for e in extents:
         if e.blob in inline:
             yield inline[e.blob][e.offset : e.offset + e.length]
             continue
-        fd = files.open(e.blob)
+        blob = await files.open(e.blob)
         try:
             offset, left = e.offset, e.length
             while left:
-                data = os.pread(fd, min(left, READ_CHUNK), offset)
-                if not data:
-                    raise OSError(f"blob {e.blob} is short")
+                data = await blob.read(offset, min(left, READ_CHUNK))
                 offset += len(data)
                 left -= len(data)
                 yield data
         finally:
-            os.close(fd)
+            blob.close()
 
 
 async def _repair(
-    catalog: Catalog, files: BlobStore, report: Report, leftovers: list[os.DirEntry[str]]
+    catalog: Catalog, files: BlobStore, report: Report, leftovers: list[Stray]
 ) -> None:
     if report.orphan_files or report.tmp_files:
-        files.purge(Path(entry.path) for entry in leftovers)
-        files.empty_tmp()
+        await files.remove(leftovers)
+        await files.empty_leftovers()
         report.repaired.append("leftovers")
     if report.wrong_counts:
 
@@ -275,5 +272,5 @@ async def _repair(
                 await tx.set_refs(blob, found)
 
         _, gone = await catalog.write(fix, long=True)
-        files.delete(gone)
+        await files.delete(gone)
         report.repaired.append("counts")

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import errno
 import logging
-import os
 import secrets
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from .. import digest, metrics
 from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
-from . import errors, listing
-from .api import BlobStore, Catalog, CatalogReader, CatalogTx, complete_now
-from .blobs import BlobFiles, FolderLock, new_blob_id, start_writeback
+from . import errors, listing, staging
+from .api import BlobStore, Catalog, CatalogReader, CatalogTx, Stray
+from .blobs import BlobFiles, FolderLock
 from .model import (
     Bucket,
     Extent,
@@ -40,17 +37,11 @@ from .model import (
     WriteCondition,
     slice_extents,
 )
+from .reader import ObjectReader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Bodies are written and hashed in batches of this size, off the event loop.
-BATCH = 1 << 20
-# Reads of file blobs for GET.
-READ_CHUNK = 1 << 20
-# Objects with at most this many distinct blob files have every file opened before the first
-# byte is sent: a delete that commits meanwhile cannot pull a blob from under the response.
-EAGER_OPEN = 256
 # Catalog writes of more keys or parts than this run in the writer's thread, not on the loop.
 LONG = 32
 
@@ -76,10 +67,12 @@ class Store:
             self.lock.shared()
         else:
             self.lock.exclusive("cannot start")
-        self.files: BlobStore = BlobFiles(root)
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
+        self.files: BlobStore = BlobFiles(root, self.pool)
         self.catalog = catalog(self.pool)
         self._read: CatalogReader = self.catalog.reader
+        # Frees of released blobs under way: they finish whatever becomes of their request.
+        self._freeing: set[asyncio.Task[None]] = set()
 
     def close(self) -> None:
         self.catalog.close()
@@ -88,25 +81,25 @@ class Store:
 
     # --- start-up ------------------------------------------------------------------------------
 
-    def start(self) -> tuple[int, int]:
+    async def start(self) -> tuple[int, int]:
         """Sweep what a crash left, then let other processes of this gateway share the folder.
         Returns (tmp entries removed, orphan blob files removed)."""
-        swept = self.sweep()
+        swept = await self.sweep()
         self.lock.shared()
         return swept
 
-    def sweep(self) -> tuple[int, int]:
+    async def sweep(self) -> tuple[int, int]:
         """Empty tmp/ and trash/, and remove blob files the catalog does not reference: what
         a crash left.
 
         Runs holding the folder exclusively, before requests are served (a blob being
         published is not yet in the catalog). One blob directory at a time: bounded memory.
         """
-        tmp = self.files.empty_tmp()
+        tmp = await self.files.empty_leftovers()
         orphans = 0
-        for stale in leftover_files(self._read, self.files):
+        async for stale in leftover_files(self._read, self.files):
             log.info("start-up sweep: removing %d unreferenced blob files", len(stale))
-            self.files.purge(Path(entry.path) for entry in stale)
+            await self.files.remove(stale)
             orphans += len(stale)
         return tmp, orphans
 
@@ -114,16 +107,12 @@ class Store:
         """(objects, bytes) stored; blocking, from any thread."""
         return self.catalog.totals()
 
-    def writable(self) -> bool:
-        """Can the catalog and the data folder take writes? (readiness)"""
-        if not self.catalog.writable():
+    async def writable(self) -> bool:
+        """Can the catalog and the blob store take writes? (readiness)"""
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(self.pool, self.catalog.writable):
             return False
-        try:
-            fd, path = self.files.create_tmp()
-            self.files.discard_tmp(fd, path)
-        except OSError:
-            return False
-        return True
+        return await self.files.writable()
 
     # --- writes: one way in --------------------------------------------------------------------
 
@@ -147,40 +136,39 @@ class Store:
             exc = outcome.exception()
             if exc is not None:
                 if staged:
-                    self.pool.submit(self._free, list(staged))
+                    self._free_later(self.files.delete(list(staged)))
                 _answer(answer, None, exc)
                 return
             result, released = outcome.result()
             if not released:
                 _answer(answer, result, None)
                 return
-            # Off the loop: renames and unlinks of released files.
-            done = lambda: loop.call_soon_threadsafe(_answer, answer, result, None)  # noqa: E731
-            self.pool.submit(self._free, released, *((None, done) if frees else (done, None)))
+            self._free_later(self._free(released, lambda: _answer(answer, result, None), frees))
 
         self.catalog.write(fn, long=long).add_done_callback(settled)
         return answer
 
-    def _free(
-        self,
-        released: list[str],
-        early: Callable[[], None] | None = None,
-        late: Callable[[], None] | None = None,
-    ) -> None:
-        """Move released blob files out of reach, call `early`, free them, call `late`."""
-        retired: list[Path] = []
+    def _free_later(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._freeing.add(task)
+        task.add_done_callback(self._freeing.discard)
+
+    async def _free(self, released: list[str], answer: Callable[[], None], frees: bool) -> None:
+        """Move released blobs out of reach, then free them; answer between the two, or after
+        them when `frees`. A failure is logged: the sweep removes what is left."""
+        retired: Sequence[object] = ()
         try:
-            retired = self.files.retire(released)
+            retired = await self.files.retire(released)
         except OSError:
             log.exception("could not move released blob files out (the sweep will remove them)")
-        if early is not None:
-            early()
+        if not frees:
+            answer()
         try:
-            self.files.purge(retired)
+            await self.files.purge(retired)
         except OSError:
             log.exception("could not free released blob files (the sweep will)")
-        if late is not None:
-            late()
+        if frees:
+            answer()
 
     async def _put(self, tx: CatalogTx, obj: ObjectInfo, new_blobs: Sequence[StagedBlob]) -> None:
         """Insert or replace an object. References to its extents are taken before the
@@ -234,50 +222,14 @@ class Store:
     async def stage(
         self, chunks: AsyncIterable[bytes], observers: Sequence[digest.Digest] = ()
     ) -> StagedBlob:
-        """Receive a body: hash it (MD5 plus `observers`), make it durable, return the blob.
-
-        Bodies up to `inline_max` stay in memory and go into the catalog with the object. Larger
-        ones are written to tmp/ in batches off the event loop, fsynced and published under
-        blobs/. The blob is referenced by nothing until `put_object`; `discard` drops it.
-        """
-        md5 = digest.md5()
-        hashers = [md5, *observers]
-        # Chunks are kept as they come and joined once per batch: one copy of each byte.
-        batch: list[bytes] = []
-        size = 0
-        sink: _BlobSink | None = None
-        try:
-            async for chunk in chunks:
-                batch.append(chunk)
-                size += len(chunk)
-                if size >= BATCH:
-                    if sink is None:
-                        sink = _BlobSink(self, hashers)
-                    await sink.write(b"".join(batch))
-                    batch.clear()
-                    size = 0
-            data = b"".join(batch)
-            if sink is None and size <= self.inline_max:
-                for h in hashers:
-                    h.update(data)
-                metrics.MD5_BYTES.inc(len(data))
-                return StagedBlob(new_blob_id(), len(data), md5.digest(), data)
-            if sink is None:
-                sink = _BlobSink(self, hashers)
-            size = await sink.finish(data)
-            metrics.MD5_BYTES.inc(size)
-            return StagedBlob(sink.blob_id, size, md5.digest())
-        except BaseException:
-            if sink is not None:
-                sink.abort()
-            raise
+        """Receive a body: hash it (MD5 plus `observers`), make it durable, return the blob
+        (staging.py). It is referenced by nothing until a commit; `discard` drops it."""
+        return await staging.stage(chunks, self.files, self.pool, self.inline_max, observers)
 
     async def discard(self, blob: StagedBlob) -> None:
         """Drop a staged blob that will not be committed (its request failed a check)."""
         if blob.data is None:
-            await asyncio.get_running_loop().run_in_executor(
-                self.pool, self.files.delete, [blob.id]
-            )
+            await self.files.delete([blob.id])
 
     async def put_object(
         self,
@@ -367,16 +319,14 @@ class Store:
     ) -> bytes:
         """The MD5 of (a range of) an object's bytes, read and hashed off the event loop."""
         length = obj.size - start if length is None else length
-        reader = ObjectReader(self, obj)
+        reader = ObjectReader(self._read, self.files, obj)
         try:
             await reader.open()
         except FileNotFoundError as exc:
             reader.close()
             raise errors.SourceChanged() from exc
         try:
-            value = await asyncio.get_running_loop().run_in_executor(
-                self.pool, reader.md5, start, length
-            )
+            value = await reader.md5(start, length, self.pool)
         finally:
             reader.close()
         metrics.MD5_BYTES.inc(length)
@@ -564,7 +514,7 @@ class Store:
         """Look an object up and open what its bytes need, as one consistent snapshot."""
         for _attempt in range(5):
             obj = await self.head_object(bucket, key)
-            reader = ObjectReader(self, obj)
+            reader = ObjectReader(self._read, self.files, obj)
             try:
                 await reader.open()
             except FileNotFoundError:
@@ -655,170 +605,13 @@ async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:
         raise errors.SourceChanged()
 
 
-def leftover_files(reader: CatalogReader, files: BlobStore) -> Iterator[list[os.DirEntry[str]]]:
+async def leftover_files(reader: CatalogReader, blobs: BlobStore) -> AsyncIterator[list[Stray]]:
     """Blob files the catalog does not know, one directory at a time: what a crash (or a
     worker killed mid-request) left. The start-up sweep removes them and fsck calls them
-    leftovers, not damage: both ask here, so they cannot disagree. Blocking (the catalog's
-    calls must complete at once: run before serving)."""
-    for _prefix, entries in files.walk():
-        known = complete_now(reader.file_blobs_among([entry.name for entry in entries]))
-        stale = [entry for entry in entries if entry.name not in known]
+    leftovers, not damage: both ask here, so they cannot disagree. Only while no gateway
+    serves the store (a blob being published is not in the catalog yet)."""
+    async for found in blobs.walk():
+        known = await reader.file_blobs_among([entry.name for entry in found])
+        stale = [entry for entry in found if entry.name not in known]
         if stale:
             yield stale
-
-
-class _BlobSink:
-    """A blob file being written: each batch is hashed in one pool thread while it is written
-    in another (MD5 and the disk each go at their own speed, not one after the other), in
-    order, one batch in flight, while the event loop receives the next batch."""
-
-    def __init__(self, store: Store, hashers: list[digest.Digest]) -> None:
-        self.store = store
-        self.hashers = hashers
-        self.blob_id = new_blob_id()
-        self.fd: int | None = None
-        self.tmp: Path | None = None
-        self.size = 0
-        self.pending: list[concurrent.futures.Future[None]] = []
-
-    def _hash(self, data: bytes) -> None:
-        for h in self.hashers:
-            h.update(data)
-
-    def _write(self, data: bytes) -> None:
-        if self.fd is None:
-            self.fd, self.tmp = self.store.files.create_tmp()
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
-        start_writeback(self.fd, self.size, len(data))
-        self.size += len(data)
-
-    def _write_and_publish(self, data: bytes) -> None:
-        self._write(data)
-        assert self.fd is not None and self.tmp is not None
-        fd, self.fd = self.fd, None
-        self.store.files.publish(fd, self.tmp, self.blob_id)
-
-    async def _settled(self) -> None:
-        """Wait for the batch in flight; its failure is raised (and it stays pending, for
-        abort to wait on)."""
-        for job in self.pending:
-            await asyncio.wrap_future(job)
-        self.pending = []
-
-    async def write(self, data: bytes) -> None:
-        await self._settled()
-        pool = self.store.pool
-        self.pending = [pool.submit(self._hash, data), pool.submit(self._write, data)]
-
-    async def finish(self, data: bytes) -> int:
-        await self._settled()
-        pool = self.store.pool
-        self.pending = [pool.submit(self._hash, data), pool.submit(self._write_and_publish, data)]
-        await self._settled()
-        return self.size
-
-    def abort(self) -> None:
-        """Remove whatever was written, once the batch in flight (if any) has finished."""
-        pending = self.pending
-
-        def cleanup() -> None:
-            concurrent.futures.wait(pending)
-            if self.tmp is not None:
-                self.store.files.discard_tmp(self.fd, self.tmp)
-                self.fd = None
-            # A publish that completed before the failure leaves a blob nobody references.
-            self.store.files.delete([self.blob_id])
-
-        self.store.pool.submit(cleanup)
-
-
-class ObjectReader:
-    """An object's bytes, opened as a snapshot: file blobs stay readable even if the object
-    is deleted meanwhile (an open descriptor outlives an unlink)."""
-
-    def __init__(self, store: Store, obj: ObjectInfo) -> None:
-        self.store = store
-        self.info = obj
-        self.inline: dict[str, bytes] = {}
-        self.fds: dict[str, int] = {}
-
-    async def open(self) -> None:
-        blobs = {e.blob for e in self.info.extents}
-        if not blobs:
-            return
-        self.inline = await self.store.catalog.reader.read_inline(blobs)
-        files = blobs - self.inline.keys()
-        if len(files) <= EAGER_OPEN:
-            for blob in files:
-                self.fds[blob] = self.store.files.open(blob)
-
-    def close(self) -> None:
-        fds, self.fds = self.fds, {}
-        for fd in fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def _fd(self, blob: str) -> int:
-        fd = self.fds.get(blob)
-        if fd is None:
-            fd = self.fds[blob] = self.store.files.open(blob)
-        return fd
-
-    def inline_bytes(self, start: int, length: int) -> bytes | None:
-        """The range's bytes when every one of them is in the catalog (none in a file)."""
-        pieces = slice_extents(self.info.extents, start, length)
-        if any(p.blob not in self.inline for p in pieces):
-            return None
-        return b"".join(self.inline[p.blob][p.offset : p.offset + p.length] for p in pieces)
-
-    def single_file(self, start: int, length: int) -> tuple[BinaryIO, int] | None:
-        """(a file of its own, offset) when the range lies within one file blob: it can be
-        sent with sendfile. The caller closes the file."""
-        pieces = slice_extents(self.info.extents, start, length)
-        if len(pieces) == 1 and pieces[0].blob not in self.inline:
-            return os.fdopen(os.dup(self._fd(pieces[0].blob)), "rb"), pieces[0].offset
-        return None
-
-    def _read(self, extent: Extent, offset: int, count: int) -> bytes:
-        """Up to `count` bytes of a blob from `offset` (one read: a pool job's worth)."""
-        data = self.inline.get(extent.blob)
-        if data is not None:
-            return data[offset : offset + count]
-        try:
-            fd = self._fd(extent.blob)
-        except FileNotFoundError as exc:
-            raise OSError(errno.ENOENT, "blob released during a read") from exc
-        piece = os.pread(fd, min(count, READ_CHUNK), offset)
-        if not piece:
-            raise OSError(errno.EIO, f"blob {extent.blob} is shorter than its extent")
-        return piece
-
-    async def chunks(self, start: int, length: int) -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        for extent in slice_extents(self.info.extents, start, length):
-            offset, count = extent.offset, extent.length
-            while count:
-                if extent.blob in self.inline:
-                    piece = self._read(extent, offset, count)
-                else:
-                    piece = await loop.run_in_executor(
-                        self.store.pool, self._read, extent, offset, count
-                    )
-                yield piece
-                offset += len(piece)
-                count -= len(piece)
-
-    def md5(self, start: int, length: int) -> bytes:
-        """Hash a range in the calling thread (blocking: run it in the pool)."""
-        d = digest.md5()
-        for extent in slice_extents(self.info.extents, start, length):
-            offset, count = extent.offset, extent.length
-            while count:
-                piece = self._read(extent, offset, count)
-                d.update(piece)
-                offset += len(piece)
-                count -= len(piece)
-        return d.digest()

@@ -54,8 +54,8 @@ def files(h: Harness) -> set[str]:
 
 
 def settle(h: Harness) -> None:
-    """Released files are freed after the answer of a write that is not a delete."""
-    h.store.pool.submit(lambda: None).result()
+    """Released files are freed after the answer of a write that is not a delete (by a task
+    of the event loop, which runs while the harness waits)."""
     for _ in range(100):
         if files(h) <= file_blobs(h):
             return

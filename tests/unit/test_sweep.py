@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from gateway.store import Store, fsck, open_store
 from gateway.store.api import CatalogTx
-from gateway.store.blobs import BlobFiles
 from gateway.store.model import Extent, ObjectAttrs, ObjectInfo, StagedBlob
 
 BOUNDARIES = [
@@ -51,18 +50,18 @@ blob_ids = st.builds(
 _buckets = (f"b{n}" for n in itertools.count())
 
 
-def _write_file(files: BlobFiles, blob_id: str, data: bytes) -> None:
-    path = files.path(blob_id)
+def _write_file(root: Path, blob_id: str, data: bytes) -> None:
+    """A blob file where the folder blob store keeps blob `blob_id`."""
+    path = root / "blobs" / blob_id[:2] / blob_id[2:4] / blob_id
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
 
 
 def _reference(root: Path, blob_ids: list[str]) -> None:
     """One object per id, its one extent a file blob of that id, committed in the catalog."""
-    files = BlobFiles(root)
     bucket = next(_buckets)
     for blob_id in blob_ids:
-        _write_file(files, blob_id, blob_id.encode())
+        _write_file(root, blob_id, blob_id.encode())
 
     async def rows(tx: CatalogTx) -> None:
         for n, blob_id in enumerate(blob_ids):
@@ -105,9 +104,8 @@ def test_sweep_removes_exactly_the_leftovers(
     root = tmp_path_factory.mktemp("data")
     leftovers = [b for b in leftovers if b not in referenced]
     _reference(root, referenced)
-    files = BlobFiles(root)
     for blob_id in leftovers:
-        _write_file(files, blob_id, b"left by a crash")
+        _write_file(root, blob_id, b"left by a crash")
     (root / "tmp" / "body-in-flight").write_bytes(b"x")
 
     before = fsck.check(root)
@@ -117,7 +115,7 @@ def test_sweep_removes_exactly_the_leftovers(
 
     store = open_store(root)
     try:
-        assert store.start() == (1, len(leftovers))
+        assert asyncio.run(store.start()) == (1, len(leftovers))
     finally:
         store.close()
     assert _files_on_disk(root) == set(referenced)
@@ -137,7 +135,7 @@ def test_a_file_outside_its_directory_is_swept_by_its_path(tmp_path: Path) -> No
     assert sorted(fsck.check(tmp_path).orphan_files) == sorted([stray.name, misplaced.name])
     store = open_store(tmp_path)
     try:
-        store.start()
+        asyncio.run(store.start())
     finally:
         store.close()
     assert not stray.exists() and not misplaced.exists()
@@ -148,12 +146,11 @@ def test_many_files_in_one_directory(tmp_path: Path) -> None:
     """More names in a directory than one lookup statement takes."""
     referenced = [f"ffff{n:028x}" for n in range(0, 1400, 2)]
     _reference(tmp_path, referenced)
-    files = BlobFiles(tmp_path)
     for n in range(1, 1400, 2):
-        _write_file(files, f"ffff{n:028x}", b"left")
+        _write_file(tmp_path, f"ffff{n:028x}", b"left")
     store = open_store(tmp_path)
     try:
-        assert store.start() == (0, 700)
+        assert asyncio.run(store.start()) == (0, 700)
     finally:
         store.close()
     assert _files_on_disk(tmp_path) == set(referenced)

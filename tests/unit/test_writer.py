@@ -173,15 +173,18 @@ class Files:
     def __init__(self) -> None:
         self.retired: list[str] = []
         self.freed: list[str] = []
-        self.purging = threading.Event()  # set: purge may finish
+        self.purging = asyncio.Event()  # set: purge may finish
 
-    def retire(self, blob_ids: list[str]) -> list[Path]:
+    async def retire(self, blob_ids: list[str]) -> list[Path]:
         self.retired += blob_ids
         return [Path(b) for b in blob_ids]
 
-    def purge(self, retired: list[Path]) -> None:
-        self.purging.wait(10)
+    async def purge(self, retired: list[Path]) -> None:
+        await asyncio.wait_for(self.purging.wait(), 10)
         self.freed += [p.name for p in retired]
+
+    async def delete(self, blob_ids: list[str]) -> None:
+        await self.purge(await self.retire(blob_ids))
 
 
 def released(*blob_ids: str):  # type: ignore[no-untyped-def]

@@ -279,7 +279,7 @@ async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int)
     cache to the socket, no Python buffers. False if it cannot (inline bytes, several blobs,
     TLS, or an event loop without sendfile, such as uvloop)."""
     transport = ctx.request.transport
-    span = reader.single_file(start, length) if transport is not None else None
+    span = await reader.single_file(start, length) if transport is not None else None
     if span is None or transport is None:
         return False
     f, offset = span
