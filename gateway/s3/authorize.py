@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..store import Bucket, Store
 from ..users import User
 from .errors import S3Error
-from .ops.buckets import could_be_a_bucket
+from .names import could_be_a_bucket
 
 
 async def resolve_bucket(store: Store, name: str) -> Bucket:

@@ -73,6 +73,9 @@ def test_the_modules_were_read() -> None:
         # The protocol layer reaches storage through the Store service only: no adapter, no
         # SQL, no blob files, no file calls.
         ("gateway.s3", ("gateway.store.sqlite", "gateway.store.blobs", "sqlite3", "os"), ()),
+        # Operations are reached through the dispatcher only; the request path's own modules
+        # (authorisation, routing, middleware) sit below them.
+        ("gateway.s3", ("gateway.s3.ops",), ("gateway.s3.ops.*", "gateway.s3.dispatch")),
         # Storage knows nothing of HTTP or of S3's wire formats.
         ("gateway.store", ("aiohttp", "gateway.s3", "gateway.app", "gateway.server"), ()),
         # Settings and users sit below the protocol: neither imports from it.
