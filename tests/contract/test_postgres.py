@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import multiprocessing
 import os
 import random
 import threading
@@ -395,4 +396,79 @@ def test_open_catalog_says_what_is_wrong_with_a_url_in_one_line(tmp_path: Path) 
     for exc in (unknown.value, refused.value):
         assert "\n" not in str(exc) and "secret" not in str(exc)
     assert "postgresql://gw@127.0.0.1:1/s3" in str(refused.value)
+    pool.shutdown()
+
+
+def _sessions(url: str) -> list[int]:
+    """The server processes of the gateway's connections to this database."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = 's3gw'"
+        ).fetchall()
+    return sorted(pid for (pid,) in rows)
+
+
+async def _backend(catalog: PostgresCatalog) -> int:
+    ((pid,),) = await catalog.read("SELECT pg_backend_pid()", ())
+    return int(pid)
+
+
+@pytest.mark.parametrize("state", ["idle", "running", "closed"])
+def test_close_ends_the_sessions_in_any_state_of_the_loop(
+    postgres: PostgresServer, state: str
+) -> None:
+    """Closed between runs of its loop (tests), from within it (a shutdown hook), or after
+    it ended (fsck's asyncio.run): the loop ends, and so do the database sessions."""
+    url = postgres.database()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    catalog = PostgresCatalog(url, pool)
+
+    async def use(close: bool) -> None:
+        await asyncio.gather(*(_backend(catalog) for _ in range(4)))
+        assert len(_sessions(url)) >= 2  # the pool's, and the blocking one
+        if close:
+            catalog.close()
+
+    if state == "idle":
+        with asyncio.Runner() as runner:
+            runner.run(use(False))
+            catalog.close()
+    else:
+        asyncio.run(use(state == "running"))
+        if state == "closed":
+            catalog.close()
+    assert _sessions(url) == []
+    pool.shutdown()
+
+
+def _child_reads(catalog: PostgresCatalog, answers: Any) -> None:
+    pid = asyncio.run(_backend(catalog))  # a new loop in a new process
+    blocking = catalog.blocking(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone())
+    catalog.close()  # must not close what the parent opened
+    answers.put((pid, blocking[0]))
+
+
+def test_a_forked_process_makes_its_own_connections(postgres: PostgresServer) -> None:
+    url = postgres.database()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    catalog = PostgresCatalog(url, pool, pool_size=1)
+    with asyncio.Runner() as runner:
+        parent = runner.run(_backend(catalog))
+        blocking = catalog.blocking(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone())
+        fork = multiprocessing.get_context("fork")
+        answers = fork.Queue()
+        child = fork.Process(target=_child_reads, args=(catalog, answers))
+        child.start()
+        child_pid, child_blocking = answers.get(timeout=60)
+        child.join(60)
+        assert child.exitcode == 0
+        assert {child_pid, child_blocking}.isdisjoint({parent, blocking[0]})
+        # The parent's sessions were not touched: the same server processes answer.
+        assert runner.run(_backend(catalog)) == parent
+        assert (
+            catalog.blocking(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone())[0]
+            == blocking[0]
+        )
+        catalog.close()
     pool.shutdown()

@@ -2,7 +2,8 @@
 nodes (and their worker processes) sharing one catalog. The only place in the gateway that
 speaks SQL to PostgreSQL.
 
-Driver: psycopg 3 with psycopg_pool (the measurement and the reasons are in pyproject.toml).
+Driver: psycopg 3 (the measurement and the reasons are in pyproject.toml), with a pool of its
+own that has no background tasks (pool.py says why).
 
 Isolation: READ COMMITTED with explicit row locks, not REPEATABLE READ or SERIALIZABLE.
 - Reference counts change by `UPDATE ... refs = refs + n` (RETURNING the new count), which
@@ -42,16 +43,15 @@ import logging
 import os
 import random
 import threading
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from .. import errors
 from ..api import CatalogAudit, CatalogReader, CatalogTx
+from .pool import ConnectionPool, PoolClosed, PoolTimeout
 from .queries import Conflict, ConnReader, PooledReader, PostgresAudit, PostgresTx, Row
 from .schema import SchemaTooNew, initialise
 
@@ -126,10 +126,8 @@ class PostgresCatalog:
         self.pool_timeout = pool_timeout
         self._connect = {"connect_timeout": connect_timeout, "application_name": "s3gw"}
         self._threads = pool
-        self._pool: AsyncConnectionPool[Any] | None = None
+        self._pool: ConnectionPool | None = None
         self._owner: tuple[int, asyncio.AbstractEventLoop] | None = None
-        self._opened = False
-        self._conns: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
         self._sync: psycopg.Connection[Any] | None = None
         self._sync_pid = 0
         self._sync_lock = threading.Lock()
@@ -178,48 +176,28 @@ class PostgresCatalog:
     def _unavailable(self, exc: BaseException) -> errors.CatalogUnavailable:
         return errors.CatalogUnavailable(f"cannot reach the catalog {self.where}: {_one_line(exc)}")
 
-    async def _pool_now(self) -> AsyncConnectionPool[Any]:
+    def _pool_now(self) -> ConnectionPool:
         """This process's and this event loop's pool, made on first use."""
         if self._closed:
-            raise errors.CatalogUnavailable("the catalog is closed")
+            raise PoolClosed("the catalog is closed")
         owner = (os.getpid(), asyncio.get_running_loop())
         if self._owner != owner:
             self._let_go()
-            conns = self._conns = weakref.WeakSet()
-
-            async def track(conn: psycopg.AsyncConnection[Any]) -> None:
-                conns.add(conn)
-
-            self._pool = AsyncConnectionPool(
-                self.url,
-                min_size=min(2, self.pool_size),
-                max_size=self.pool_size,
-                kwargs={"autocommit": True, **self._connect},
-                configure=track,
-                timeout=self.pool_timeout,
-                name="s3gw-catalog",
-                open=False,
-            )
+            self._pool = ConnectionPool(self.url, self._connect, self.pool_size, self.pool_timeout)
             self._owner = owner
-            self._opened = False
         assert self._pool is not None
-        if not self._opened:
-            await self._pool.open()
-            self._opened = True
         return self._pool
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        pool = await self._pool_now()
-        async with pool.connection() as conn:
+        async with self._pool_now().connection() as conn:
             yield conn
 
-    async def _after_loss(self) -> None:
-        """After a lost connection: drop the pool's idle connections that are dead too (all
-        of them, when the server restarted)."""
-        if self._pool is not None and self._opened:
-            with contextlib.suppress(psycopg.Error):
-                await self._pool.check()
+    def _after_loss(self) -> None:
+        """After a lost connection: drop the pool's idle connections, made before the same
+        loss (a server restart ends them all)."""
+        if self._pool is not None:
+            self._pool.discard_idle()
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -230,12 +208,12 @@ class PostgresCatalog:
                 async with self.connection() as conn:
                     cur = await conn.execute(sql, args)  # type: ignore[arg-type]
                     return await cur.fetchall()
-            except (psycopg.Error, PoolTimeout) as exc:
+            except psycopg.Error as exc:
                 if not _lost(exc):
                     raise
                 if attempt == 2 or isinstance(exc, PoolTimeout | PoolClosed):
                     raise self._unavailable(exc) from exc
-                await self._after_loss()  # an idle connection the server had closed
+                self._after_loss()  # an idle connection the server had closed
         raise AssertionError("unreachable")
 
     async def scan(self, fn: Callable[[CatalogReader], Awaitable[T]]) -> T:
@@ -249,12 +227,12 @@ class PostgresCatalog:
                     finally:
                         with contextlib.suppress(psycopg.Error):
                             await conn.execute("ROLLBACK")
-            except (psycopg.Error, PoolTimeout) as exc:
+            except psycopg.Error as exc:
                 if not _lost(exc):
                     raise
                 if attempt == 2 or isinstance(exc, PoolTimeout | PoolClosed):
                     raise self._unavailable(exc) from exc
-                await self._after_loss()
+                self._after_loss()
         raise AssertionError("unreachable")
 
     async def stream(self, sql: str) -> AsyncIterator[Row]:
@@ -270,7 +248,7 @@ class PostgresCatalog:
                 finally:
                     with contextlib.suppress(psycopg.Error):
                         await conn.execute("ROLLBACK")
-        except (psycopg.Error, PoolTimeout) as exc:
+        except psycopg.Error as exc:
             if _lost(exc):
                 raise self._unavailable(exc) from exc
             raise
@@ -327,7 +305,7 @@ class PostgresCatalog:
                 # nothing was written, and a connection the server had closed is replaced.
                 if attempt >= 2 or isinstance(exc, PoolTimeout | PoolClosed):
                     raise self._unavailable(exc) from exc
-                await self._after_loss()
+                self._after_loss()
         raise AssertionError("unreachable")
 
     async def _attempt(self, fn: Callable[[CatalogTx], Awaitable[T]]) -> tuple[T, list[str]]:
@@ -382,22 +360,13 @@ class PostgresCatalog:
                     _INHERITED.append(conn)
 
     def _let_go(self) -> None:
-        """Close the pool of another loop or process (or of this one, on close)."""
-        pool, owner, conns = self._pool, self._owner, list(self._conns)
+        """Close the pool of another loop (or of this one, on close); forget, without closing,
+        the pool of the process this one was forked from."""
+        pool, owner = self._pool, self._owner
         self._pool = self._owner = None
         if pool is None or owner is None:
             return
-        pid, loop = owner
-        if pid != os.getpid():
-            _INHERITED.append((pool, conns))
-            return
-        if not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(pool.close(timeout=1.0))
-            return
-        if loop.is_running():
-            # Called from within the loop (a shutdown hook): the pool's own close needs the
-            # loop, so it runs as a task; the connections are closed here and now.
-            with contextlib.suppress(RuntimeError):
-                asyncio.run_coroutine_threadsafe(pool.close(timeout=1.0), loop)
-        for conn in conns:  # a closed loop: its pool's tasks are gone; say goodbye directly
-            conn.pgconn.finish()
+        if owner[0] != os.getpid():
+            _INHERITED.extend(pool.abandon())
+        else:
+            pool.close()
