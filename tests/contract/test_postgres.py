@@ -21,6 +21,7 @@ import pytest
 
 from gateway.store import Store, errors, open_catalog
 from gateway.store.api import Catalog, CatalogTx
+from gateway.store.blobs import new_blob_id
 from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, WriteCondition
 from gateway.store.postgres import PostgresCatalog
 from tests.contract.model import utf8
@@ -472,3 +473,21 @@ def test_a_forked_process_makes_its_own_connections(postgres: PostgresServer) ->
         )
         catalog.close()
     pool.shutdown()
+
+
+def test_the_start_up_sweep_asks_the_database(postgres: PostgresServer, tmp_path: Path) -> None:
+    """The sweep calls the catalog through api.complete_now (a call that must not suspend):
+    the PostgreSQL catalog answers it over its blocking connection."""
+    url = postgres.database()
+    with asyncio.Runner() as runner:
+        store = Store(tmp_path, lambda pool: open_catalog(tmp_path, pool, url), inline_max=4)
+        runner.run(store.create_bucket("b", "owner", "us-east-1"))
+        kept = runner.run(put(store, "b", "k", os.urandom(100)))
+        orphan = new_blob_id()
+        fd, path = store.files.create_tmp()
+        os.write(fd, b"left by a crash")
+        store.files.publish(fd, path, orphan)
+        assert files(tmp_path) == {kept.extents[0].blob, orphan}
+        assert store.sweep() == (0, 1)
+        assert files(tmp_path) == {kept.extents[0].blob}
+        store.close()
