@@ -15,11 +15,13 @@ Isolation: READ COMMITTED with explicit row locks, not REPEATABLE READ or SERIAL
   upload takes the exclusive lock before it looks at what it holds. Under REPEATABLE READ that
   does not work: the snapshot is taken before the lock is waited for, so the check that
   follows would read what was there before the writer it waited for.
-- Two writers creating the same key (or bucket, or part number) at once both find no row;
-  the second's INSERT fails with a unique violation. Serialization failures and deadlocks are
-  retried the same way: `fn` runs again from the start in a new transaction, a bounded number
-  of times with jittered backoff, and sees the other's commit. The Store's write functions
-  can run again: they take their timestamps inside, and a failed attempt leaves nothing.
+- Two writers making the same key at once both find no row. The second's insert meets the
+  first's row: it replaces it as a later write would (references released), unless its write
+  checked that key's state (a condition), which then runs again. Other rows made twice at
+  once (a bucket, a part number) fail with a unique violation. Such conflicts, serialization
+  failures and deadlocks run `fn` again from the start in a new transaction, a bounded number
+  of times with jittered backoff, seeing the other's commit. The Store's write functions can
+  run again: they take their timestamps inside, and a failed attempt leaves nothing.
 The statements are also valid on engines that run everything SERIALIZABLE (CockroachDB by
 default): there every one of these races surfaces as SQLSTATE 40001 and is retried. Nothing
 here uses advisory locks, LISTEN/NOTIFY or sequences.
@@ -31,7 +33,7 @@ autocommit; a scan runs in one REPEATABLE READ READ ONLY transaction (one snapsh
 listing page); a write runs in its own task, so that it reaches its COMMIT or ROLLBACK
 whatever becomes of the caller. The blocking calls (`totals`, `writable`, the sweep's
 lookups) use one plain connection, from any thread. A lost database is CatalogUnavailable
-(503 to clients); the pool reconnects when the database is back.
+(503 to clients); connections are made again as calls need them once the database is back.
 """
 
 from __future__ import annotations
@@ -119,13 +121,13 @@ class PostgresCatalog:
         connect_timeout: int = 5,
     ) -> None:
         """`pool_size`: connections per process (one process of one node). `pool_timeout`:
-        how long a request waits for a connection before it is answered 503."""
+        how long a request waits for a busy pool before it is answered 503. (`pool`, the
+        Store's threads, is not needed: every call awaits the network, none blocks.)"""
         self.url = url
         self.where = describe(url)
         self.pool_size = pool_size
         self.pool_timeout = pool_timeout
         self._connect = {"connect_timeout": connect_timeout, "application_name": "s3gw"}
-        self._threads = pool
         self._pool: ConnectionPool | None = None
         self._owner: tuple[int, asyncio.AbstractEventLoop] | None = None
         self._sync: psycopg.Connection[Any] | None = None
@@ -143,9 +145,18 @@ class PostgresCatalog:
 
     # --- connections ---------------------------------------------------------------------------
 
-    def blocking(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def blocking(self, fn: Callable[[psycopg.Connection[Any]], T], *, alone: bool = False) -> T:
         """Run `fn` over the catalog's plain (blocking) connection, from any thread; a lost
-        connection is made again once."""
+        connection is made again once. `alone`: a long call, on a connection of its own, so
+        as not to hold up the others (readiness) meanwhile."""
+        if alone:
+            try:
+                with psycopg.connect(self.url, autocommit=True, **self._connect) as conn:
+                    return fn(conn)
+            except psycopg.Error as exc:
+                if _lost(exc):
+                    raise self._unavailable(exc) from exc
+                raise
         with self._sync_lock:
             for attempt in (1, 2):
                 conn = self._sync_connection()
@@ -337,7 +348,8 @@ class PostgresCatalog:
         count, size = self.blocking(
             lambda conn: conn.execute(
                 "SELECT count(*), coalesce(sum(size), 0) FROM objects"
-            ).fetchone()
+            ).fetchone(),
+            alone=True,  # a whole-table scan
         )
         return int(count), int(size)
 
