@@ -9,6 +9,7 @@ adapter must not depend on it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import itertools
@@ -98,6 +99,9 @@ class PostgresServer:
             options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         start = [pg_ctl, "start", "-w", "-D", str(self.data), "-l", str(self.log)]
         self._run([*start, "-o", " ".join(options)])
+        # pg_ctl detaches the server: a run that ends without its teardown (an interrupted
+        # session, a script that exits early) must not leave it behind.
+        atexit.register(self.close)
         return self
 
     def stop(self) -> None:
@@ -106,9 +110,10 @@ class PostgresServer:
         self._run([pg_ctl, "stop", "-w", "-m", "fast", "-D", str(self.data)])
 
     def close(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            self.stop()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder.exists():
+            with contextlib.suppress(RuntimeError):
+                self.stop()
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
