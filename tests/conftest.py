@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.postgres import PostgresServer, unavailable_reason
 from tests.server import GatewayProcess
 
 
@@ -23,6 +25,21 @@ def fresh_gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     server = GatewayProcess(tmp_path / "data").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test session's own (each user makes its databases on it).
+    Where PostgreSQL is not installed its tests are skipped, except in CI, which must not
+    pass by skipping them."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs PostgreSQL: {reason}")
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

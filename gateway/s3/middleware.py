@@ -28,8 +28,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def storage_unavailable(exc: BaseException) -> S3Error | None:
-    """A full or read-only disk is the storage's condition, not a bug: 503, which clients retry
-    with backoff, and the request has changed nothing (its staged blob is dropped)."""
+    """A full or read-only disk, or a catalog database out of reach, is the storage's
+    condition, not a bug: 503, which clients retry with backoff. The request has changed
+    nothing (its staged blob is dropped), unless the database was lost while it committed.
+    What the database said is logged, never sent."""
+    if isinstance(exc, store_errors.CatalogUnavailable):
+        return S3Error("ServiceUnavailable", store_errors.CATALOG_DOWN)
     if isinstance(exc, OSError):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return S3Error("ServiceUnavailable", store_errors.FULL)
@@ -68,9 +72,14 @@ class S3Middleware:
         except S3Error as exc:
             response = self._error(request, exc, request_id)
         except StoreError as exc:
-            response = self._error(
-                request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
-            )
+            unavailable = storage_unavailable(exc)
+            if unavailable is not None:
+                log.warning("request %s refused: %s", request_id, exc)
+                response = self._error(request, unavailable, request_id)
+            else:
+                response = self._error(
+                    request, S3Error(exc.code, exc.message or None, **exc.fields), request_id
+                )
         except Exception as exc:
             started = request.get(RESPONSE_STARTED)
             if started is not None:

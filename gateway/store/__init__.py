@@ -1,7 +1,7 @@
 """Storage: a catalog over immutable, reference-counted blobs. Knows nothing of HTTP.
 
-`open_store` is where a backend is chosen: the SQLite catalog in the data folder, and blob
-files under it.
+`open_store` is where a backend is chosen: the catalog (SQLite in the data folder, or a
+PostgreSQL database shared by several nodes), and blob files under the data folder.
 """
 
 from __future__ import annotations
@@ -35,18 +35,35 @@ def has_catalog(root: Path) -> bool:
     return (root / "catalog.sqlite3").exists()
 
 
-def open_catalog(root: Path, pool: concurrent.futures.Executor) -> Catalog:
-    """The catalog of a data folder (made if it has none)."""
-    return SqliteCatalog(root / "catalog.sqlite3", pool)
+def open_catalog(root: Path, pool: concurrent.futures.Executor, url: str | None = None) -> Catalog:
+    """The catalog `url` names: None or "sqlite" for the SQLite file of the data folder (made
+    if it has none), `postgresql://...` for a PostgreSQL database (its schema made or
+    migrated)."""
+    if url is None or url == "sqlite":
+        return SqliteCatalog(root / "catalog.sqlite3", pool)
+    if url.startswith(("postgresql://", "postgres://")):
+        # Imported here: a gateway on SQLite never loads the PostgreSQL driver.
+        from .postgres import PostgresCatalog
+
+        return PostgresCatalog(url, pool)
+    raise StoreError(
+        f"unknown catalog {url.split('://')[0]!r}: use sqlite or postgresql://user@host/db"
+    )
 
 
 def open_store(
-    root: Path, *, inline_max: int = 64 * 1024, io_threads: int = 16, shared: bool = False
+    root: Path,
+    *,
+    inline_max: int = 64 * 1024,
+    io_threads: int = 16,
+    shared: bool = False,
+    catalog_url: str | None = None,
 ) -> Store:
-    """The store of a data folder (see Store for `shared`)."""
+    """The store of a data folder (see Store for `shared`), over the catalog `catalog_url`
+    names (see open_catalog)."""
     return Store(
         root,
-        lambda pool: open_catalog(root, pool),
+        lambda pool: open_catalog(root, pool, catalog_url),
         inline_max=inline_max,
         io_threads=io_threads,
         shared=shared,

@@ -69,3 +69,20 @@ class StorageUnavailable(StoreError):
 
 FULL = "The gateway's storage is full; writes fail until space is freed. Reads still work."
 READ_ONLY = "The gateway's data folder is read-only; writes fail until it is writable again."
+
+
+class CatalogUnavailable(StoreError):
+    """The catalog's database cannot be reached (down, refusing connections, or every
+    connection busy for too long). The request changed nothing; clients retry 503, and the
+    node recovers by itself once the database answers again."""
+
+    code = "ServiceUnavailable"
+
+
+class CommitOutcomeUnknown(CatalogUnavailable):
+    """The connection was lost while the database was committing: the write may or may not
+    have been made. Blobs staged for it must not be freed on this error (a committed row may
+    reference them); only a later check of the catalog can tell."""
+
+
+CATALOG_DOWN = "The gateway cannot reach its catalog database; requests fail until it is back."

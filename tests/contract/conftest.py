@@ -1,11 +1,10 @@
 """Every catalog backend runs the contract suite: the Store service over it must behave as S3
-says. Backends are the `backend` fixture's parameters (the SQLite catalog in a data folder;
-PostgreSQL joins with the scale-out work)."""
+says. Backends are the `harness` fixture's parameters: the SQLite catalog in a data folder, and
+a PostgreSQL database on the test session's server (tests/postgres.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
@@ -13,14 +12,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gateway.store import Store
-from gateway.store.api import Catalog, CatalogTx
-from gateway.store.sqlite import SqliteCatalog
+from gateway.store import Store, open_catalog
+from gateway.store.api import CatalogTx
 
 T = TypeVar("T")
 
-BACKENDS: dict[str, Callable[[Path, concurrent.futures.Executor], Catalog]] = {
-    "sqlite": lambda root, pool: SqliteCatalog(root / "catalog.sqlite3", pool),
+# name -> the catalog URL of a new, empty catalog (open_catalog's `url`) for a test module.
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest], str | None]] = {
+    "sqlite": lambda request: None,  # the data folder's own
+    "postgresql": lambda request: request.getfixturevalue("postgres").database(),
 }
 
 
@@ -28,11 +28,11 @@ class Harness:
     """A Store over one backend, driven from synchronous tests (hypothesis runs examples
     synchronously) through one event loop."""
 
-    def __init__(self, root: Path, backend: str) -> None:
+    def __init__(self, root: Path, url: str | None) -> None:
         self.runner = asyncio.Runner()
-        make = BACKENDS[backend]
+        self.url = url
         # Inline up to 4 bytes: most test bodies become blob files, as large objects do.
-        self.store = Store(root, lambda pool: make(root, pool), inline_max=4)
+        self.store = Store(root, lambda pool: open_catalog(root, pool, url), inline_max=4)
         self.root = root
         self._names = (f"bucket-{n}" for n in itertools.count())
 
@@ -61,6 +61,7 @@ class Harness:
 def harness(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp(f"store-{request.param}"), request.param)
+    url = BACKENDS[request.param](request)
+    h = Harness(tmp_path_factory.mktemp(f"store-{request.param}"), url)
     yield h
     h.close()

@@ -65,6 +65,7 @@ def _offenders(where: str, forbidden: tuple[str, ...], exempt: tuple[str, ...] =
 def test_the_modules_were_read() -> None:
     assert "gateway.s3.handler" in MODULES and "gateway.store.sqlite" in MODULES
     assert "gateway.store.sqlite.queries" in MODULES["gateway.store.sqlite"]
+    assert "psycopg" in MODULES["gateway.store.postgres"]
 
 
 @pytest.mark.parametrize(
@@ -81,10 +82,12 @@ def test_the_modules_were_read() -> None:
         # Settings and users sit below the protocol: neither imports from it.
         ("gateway.config", ("gateway.s3",), ()),
         ("gateway.users", ("gateway.s3",), ()),
-        # SQL to SQLite is spoken in its adapter only.
+        # SQL to SQLite, and to PostgreSQL, is spoken in its adapter only.
         ("gateway", ("sqlite3",), ("gateway.store.sqlite.*",)),
+        ("gateway", ("psycopg",), ("gateway.store.postgres.*",)),
         # Only the composition root (gateway.store's open_store) picks the catalog adapter.
         ("gateway", ("gateway.store.sqlite",), ("gateway.store.sqlite.*", "gateway.store")),
+        ("gateway", ("gateway.store.postgres",), ("gateway.store.postgres.*", "gateway.store")),
     ],
 )
 def test_layer_rule(where: str, forbidden: tuple[str, ...], exempt: tuple[str, ...]) -> None:

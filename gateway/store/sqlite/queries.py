@@ -7,7 +7,6 @@ may happen, and in what order, is the Store service's.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -15,60 +14,21 @@ from typing import Any
 
 from .. import errors
 from ..api import BlobRow, Cursor
-from ..model import Bucket, Extent, ListEntry, ObjectAttrs, ObjectInfo, Part, StagedBlob, Upload
+from ..model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..rows import (
+    OBJECT_COLUMNS,
+    PART_COLUMNS,
+    UPLOAD_COLUMNS,
+    encode_attrs,
+    encode_manifest,
+    object_from_row,
+    object_values,
+    part_from_row,
+    upload_from_row,
+)
 
 # Names looked up per statement: well under SQLite's limit on bound parameters.
 _LOOKUP_BATCH = 500
-
-_OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
-_UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
-_PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
-
-
-def encode_attrs(attrs: ObjectAttrs) -> str:
-    fields = {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta}
-    if attrs.checksums:
-        fields["checksums"] = attrs.checksums
-    return json.dumps(fields, separators=(",", ":"))
-
-
-def decode_attrs(text: str) -> ObjectAttrs:
-    a = json.loads(text)
-    return ObjectAttrs(a["content_type"], a["headers"], a["meta"], a.get("checksums", {}))
-
-
-def encode_manifest(extents: Iterable[Extent]) -> str:
-    return json.dumps([[e.blob, e.offset, e.length] for e in extents], separators=(",", ":"))
-
-
-def decode_manifest(text: str) -> tuple[Extent, ...]:
-    return tuple(Extent(b, o, n) for b, o, n in json.loads(text))
-
-
-def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
-    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
-    return ObjectInfo(
-        bucket=bucket,
-        key=key.decode(),
-        size=size,
-        etag=etag,
-        mtime_ns=mtime_ns,
-        attrs=decode_attrs(attrs),
-        extents=decode_manifest(manifest),
-        content_md5=content_md5,
-        parts=tuple(json.loads(parts)) if parts else (),
-        upload_id=upload_id,
-    )
-
-
-def _upload_from_row(row: Sequence[Any]) -> Upload:
-    upload_id, bucket, key, initiated_ns, owner, attrs = row
-    return Upload(upload_id, bucket, key.decode(), initiated_ns, owner, decode_attrs(attrs))
-
-
-def _part_from_row(upload_id: str, row: Sequence[Any]) -> Part:
-    number, size, etag, mtime_ns, manifest, checksum = row
-    return Part(upload_id, number, size, etag, mtime_ns, decode_manifest(manifest), checksum)
 
 
 def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str, list[Any]]:
@@ -106,24 +66,24 @@ class SqliteReader:
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         row = self.conn.execute(
-            f"SELECT {_OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
+            f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = ? AND key = ?",
             (bucket, key.encode()),
         ).fetchone()
         return object_from_row(bucket, row) if row else None
 
     async def get_upload(self, upload_id: str) -> Upload | None:
         row = self.conn.execute(
-            f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE id = ?", (upload_id,)
+            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE id = ?", (upload_id,)
         ).fetchone()
-        return _upload_from_row(row) if row else None
+        return upload_from_row(row) if row else None
 
     async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
         rows = self.conn.execute(
-            f"SELECT {_PART_COLUMNS} FROM parts WHERE upload_id = ? AND number > ? "
+            f"SELECT {PART_COLUMNS} FROM parts WHERE upload_id = ? AND number > ? "
             "ORDER BY number LIMIT ?",
             (upload_id, after, limit),
         )
-        return [_part_from_row(upload_id, row) for row in rows]
+        return [part_from_row(upload_id, row) for row in rows]
 
     async def scan_objects(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
@@ -145,11 +105,11 @@ class SqliteReader:
         where, args = _after(("key", "initiated_ns", "id"), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
-            f"SELECT {_UPLOAD_COLUMNS} FROM uploads WHERE bucket = ? AND {where}{bound} "
+            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE bucket = ? AND {where}{bound} "
             "ORDER BY key, initiated_ns, id LIMIT ?",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [((row[2], row[3], row[0]), _upload_from_row(row)) for row in rows]
+        return [((row[2], row[3], row[0]), upload_from_row(row)) for row in rows]
 
     async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
@@ -189,18 +149,18 @@ class SqliteAudit:
             yield BlobRow(blob_id, size, refs, bool(inline))
 
     async def audit_objects(self) -> AsyncIterator[ObjectInfo]:
-        for row in self.conn.execute(f"SELECT bucket, {_OBJECT_COLUMNS} FROM objects"):
+        for row in self.conn.execute(f"SELECT bucket, {OBJECT_COLUMNS} FROM objects"):
             yield object_from_row(row[0], row[1:])
 
     async def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
         rows = self.conn.execute(
-            f"SELECT p.upload_id, {', '.join('p.' + c for c in _PART_COLUMNS.split(', '))}, "
-            f"{', '.join('u.' + c for c in _UPLOAD_COLUMNS.split(', '))} "
+            f"SELECT p.upload_id, {', '.join('p.' + c for c in PART_COLUMNS.split(', '))}, "
+            f"{', '.join('u.' + c for c in UPLOAD_COLUMNS.split(', '))} "
             "FROM parts p LEFT JOIN uploads u ON u.id = p.upload_id"
         )
         for row in rows:
-            part = _part_from_row(row[0], row[1:7])
-            yield part, _upload_from_row(row[7:]) if row[7] is not None else None
+            part = part_from_row(row[0], row[1:7])
+            yield part, upload_from_row(row[7:]) if row[7] is not None else None
 
 
 class SqliteTx(SqliteReader):
@@ -257,28 +217,16 @@ class SqliteTx(SqliteReader):
     async def insert_object(self, obj: ObjectInfo) -> bool:
         # The bucket is checked by the insert itself (one statement less per PUT).
         cur = self.conn.execute(
-            f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) "
+            f"INSERT INTO objects (bucket, {OBJECT_COLUMNS}) "
             "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
-            (
-                obj.bucket,
-                obj.key.encode(),
-                obj.size,
-                obj.etag,
-                obj.content_md5,
-                obj.mtime_ns,
-                encode_attrs(obj.attrs),
-                encode_manifest(obj.extents),
-                json.dumps(list(obj.parts)) if obj.parts else None,
-                obj.upload_id,
-                obj.bucket,
-            ),
+            (obj.bucket, *object_values(obj), obj.bucket),
         )
         return cur.rowcount == 1
 
     async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
         row = self.conn.execute(
-            f"DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING {_OBJECT_COLUMNS}",
+            f"DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING {OBJECT_COLUMNS}",
             (bucket, key.encode()),
         ).fetchone()
         return object_from_row(bucket, row) if row else None
@@ -291,7 +239,7 @@ class SqliteTx(SqliteReader):
 
     async def insert_upload(self, upload: Upload) -> None:
         self.conn.execute(
-            f"INSERT INTO uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
             (
                 upload.id,
                 upload.bucket,
@@ -304,11 +252,11 @@ class SqliteTx(SqliteReader):
 
     async def put_part(self, part: Part) -> Part | None:
         old = self.conn.execute(
-            f"DELETE FROM parts WHERE upload_id = ? AND number = ? RETURNING {_PART_COLUMNS}",
+            f"DELETE FROM parts WHERE upload_id = ? AND number = ? RETURNING {PART_COLUMNS}",
             (part.upload_id, part.number),
         ).fetchone()
         self.conn.execute(
-            f"INSERT INTO parts (upload_id, {_PART_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO parts (upload_id, {PART_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 part.upload_id,
                 part.number,
@@ -319,7 +267,7 @@ class SqliteTx(SqliteReader):
                 part.checksum,
             ),
         )
-        return _part_from_row(part.upload_id, old) if old else None
+        return part_from_row(part.upload_id, old) if old else None
 
     async def set_refs(self, blob_id: str, refs: int) -> None:
         if refs > 0:
@@ -333,7 +281,7 @@ class SqliteTx(SqliteReader):
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(
-            f"DELETE FROM parts WHERE upload_id = ? RETURNING {_PART_COLUMNS}", (upload_id,)
+            f"DELETE FROM parts WHERE upload_id = ? RETURNING {PART_COLUMNS}", (upload_id,)
         ).fetchall()
         self.conn.execute("DELETE FROM uploads WHERE id = ?", (upload_id,))
-        return [_part_from_row(upload_id, row) for row in rows]
+        return [part_from_row(upload_id, row) for row in rows]

@@ -1,0 +1,429 @@
+"""The PostgreSQL catalog's statements: the reads and writes of api.CatalogReader and CatalogTx.
+
+The same statements as the SQLite catalog's, with the row locks that make them safe with
+writers on other connections (READ COMMITTED; see the package's docstring for the design):
+
+- a reference count changes by `UPDATE ... SET refs = refs + n`, which locks the row and
+  re-reads its newest version, never by a read followed by a write; a write's changes to
+  counts are applied together at its end, in blob id order (`settle`), so that writers lock
+  blob rows in one order and after the object rows;
+- a read inside a write transaction locks what the write depends on: the object a condition
+  or a copy checked (FOR UPDATE), the bucket a row goes into (FOR KEY SHARE, as a foreign key
+  would), the upload a part goes into (FOR SHARE); deleting a bucket or an upload takes the
+  exclusive lock before it looks at what the bucket or upload holds;
+- an object row that another transaction made after our delete_object looked (it replaced
+  the row we waited for, or there was none) is replaced by our insert, its references
+  released, as a later write would; unless this write read that key's state (a condition,
+  a copy's source), in which case the whole write runs again (Conflict) to check it anew.
+  Other rows made twice at once (a bucket, a part number) fail with a unique violation, and
+  the write runs again too.
+
+No S3 rule is decided here: which write may happen, and in what order, is the Store service's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from .. import errors
+from ..api import BlobRow, Cursor
+from ..model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..rows import (
+    OBJECT_COLUMNS,
+    PART_COLUMNS,
+    UPLOAD_COLUMNS,
+    encode_attrs,
+    encode_manifest,
+    object_from_row,
+    object_values,
+    part_from_row,
+    upload_from_row,
+)
+
+if TYPE_CHECKING:
+    from . import PostgresCatalog
+
+Row = tuple[Any, ...]
+
+_BUCKET_COLUMNS = "name, owner, region, created_ns"
+_OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
+
+
+class Conflict(Exception):
+    """Another transaction changed what this write depends on: run the write again."""
+
+
+def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str, list[Any]]:
+    """`(c1, c2, ...) > (%s, %s, ...)` over as many leading columns as the cursor has."""
+    lead = columns[: len(cursor)]
+    op = ">=" if inclusive else ">"
+    if len(lead) == 1:
+        return f"{lead[0]} {op} %s", list(cursor)
+    return f"({', '.join(lead)}) {op} ({', '.join(['%s'] * len(lead))})", list(cursor)
+
+
+class _Reads:
+    """api.CatalogReader's statements, over whatever runs them (`_all`)."""
+
+    # Inside a write transaction these reads lock what the write depends on (PostgresTx).
+    _BUCKET_LOCK = ""
+    _OBJECT_LOCK = ""
+    _UPLOAD_LOCK = ""
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        raise NotImplementedError
+
+    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
+        rows = await self._all(sql, args)
+        return rows[0] if rows else None
+
+    async def get_bucket(self, name: str) -> Bucket | None:
+        row = await self._one(
+            f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE name = %s{self._BUCKET_LOCK}", (name,)
+        )
+        return Bucket(*row) if row else None
+
+    async def list_buckets(self, owner: str | None) -> list[Bucket]:
+        if owner is None:
+            rows = await self._all(f"SELECT {_BUCKET_COLUMNS} FROM buckets ORDER BY name")
+        else:
+            rows = await self._all(
+                f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE owner = %s ORDER BY name", (owner,)
+            )
+        return [Bucket(*row) for row in rows]
+
+    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        sql = f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = %s AND key = %s"
+        row = await self._one(sql + self._OBJECT_LOCK, (bucket, key.encode()))
+        if row is None and self._OBJECT_LOCK:
+            # A locking read that waited for a transaction which deleted the row skips it,
+            # and never sees a row that transaction inserted for the same key (a replaced
+            # object is a new row). The next statement's snapshot has that commit in it.
+            row = await self._one(sql + self._OBJECT_LOCK, (bucket, key.encode()))
+        return object_from_row(bucket, row) if row else None
+
+    async def get_upload(self, upload_id: str) -> Upload | None:
+        row = await self._one(
+            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE id = %s{self._UPLOAD_LOCK}", (upload_id,)
+        )
+        return upload_from_row(row) if row else None
+
+    async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
+        rows = await self._all(
+            f"SELECT {PART_COLUMNS} FROM parts WHERE upload_id = %s AND number > %s "
+            "ORDER BY number LIMIT %s",
+            (upload_id, after, None if limit < 0 else limit),  # LIMIT NULL: all of them
+        )
+        return [part_from_row(upload_id, row) for row in rows]
+
+    async def scan_objects(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[Cursor, ListEntry]]:
+        where, args = _after(("key",), cursor, inclusive)
+        bound = " AND key < %s" if end is not None else ""
+        rows = await self._all(
+            f"SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = %s AND {where}{bound} "
+            "ORDER BY key LIMIT %s",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [
+            ((key,), ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
+        ]
+
+    async def scan_uploads(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[Cursor, Upload]]:
+        where, args = _after(("key", "initiated_ns", "id"), cursor, inclusive)
+        bound = " AND key < %s" if end is not None else ""
+        rows = await self._all(
+            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE bucket = %s AND {where}{bound} "
+            "ORDER BY key, initiated_ns, id LIMIT %s",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [((row[2], row[3], row[0]), upload_from_row(row)) for row in rows]
+
+    async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
+        rows = await self._all(
+            "SELECT id, data FROM blobs WHERE id = ANY(%s) AND data IS NOT NULL",
+            (sorted(set(blob_ids)),),
+        )
+        return {blob: data for blob, data in rows}
+
+    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        rows = await self._all(
+            "SELECT id FROM blobs WHERE id = ANY(%s) AND data IS NULL", (list(blob_ids),)
+        )
+        return {blob for (blob,) in rows}
+
+
+class PooledReader(_Reads):
+    """The catalog's point reads: each statement on a pooled connection of its own, in
+    autocommit (it sees every commit made before it)."""
+
+    def __init__(self, catalog: PostgresCatalog) -> None:
+        self.catalog = catalog
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        return await self.catalog.read(sql, args)
+
+    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        # Asked by the start-up sweep and fsck through api.complete_now, which runs a call that
+        # must not suspend: answered over the catalog's blocking connection instead.
+        rows = self.catalog.blocking(
+            lambda conn: conn.execute(
+                "SELECT id FROM blobs WHERE id = ANY(%s) AND data IS NULL", (list(blob_ids),)
+            ).fetchall()
+        )
+        return {blob for (blob,) in rows}
+
+
+class ConnReader(_Reads):
+    """Reads over one connection (a scan's snapshot, or a write's transaction)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        cur = await self.conn.execute(sql, args)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+    async def _run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        cur = await self.conn.execute(sql, args)  # type: ignore[arg-type]
+        return cur.rowcount
+
+
+class PostgresTx(ConnReader):
+    """api.CatalogTx inside one READ COMMITTED transaction."""
+
+    _BUCKET_LOCK = " FOR KEY SHARE"
+    _OBJECT_LOCK = " FOR UPDATE"
+    _UPLOAD_LOCK = " FOR SHARE"
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        super().__init__(conn)
+        self.released: list[str] = []  # file blobs that reached zero references
+        self._deltas: Counter[str] = Counter()  # reference changes not yet applied
+        # Keys whose state this write read (a condition, a copy's source): True if a row was
+        # there (then it is locked until the commit), False if none was.
+        self._checked: dict[tuple[str, str], bool] = {}
+
+    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        obj = await super().get_object(bucket, key)
+        self._checked.setdefault((bucket, key), obj is not None)
+        return obj
+
+    async def insert_bucket(self, bucket: Bucket) -> Bucket | None:
+        existing = await self.get_bucket(bucket.name)
+        if existing is not None:
+            return existing
+        # Two creating the same name at once: the second's INSERT fails (unique violation),
+        # and its write, run again, finds the first's bucket.
+        await self._run(
+            f"INSERT INTO buckets ({_BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s)",
+            (bucket.name, bucket.owner, bucket.region, bucket.created_ns),
+        )
+        return None
+
+    async def delete_bucket(self, name: str) -> None:
+        await self._run("DELETE FROM buckets WHERE name = %s", (name,))
+
+    async def bucket_is_empty(self, name: str) -> bool:
+        # The exclusive lock first: writes into the bucket hold its KEY SHARE lock until they
+        # commit, so once this lock is ours every object they made is visible below, and no
+        # new one can be made until this transaction ends.
+        await self._all("SELECT 1 FROM buckets WHERE name = %s FOR UPDATE", (name,))
+        return await self._one("SELECT 1 FROM objects WHERE bucket = %s LIMIT 1", (name,)) is None
+
+    async def upload_ids(self, bucket: str) -> list[str]:
+        rows = await self._all("SELECT id FROM uploads WHERE bucket = %s", (bucket,))
+        return [upload_id for (upload_id,) in rows]
+
+    async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
+        counts = Counter(e.blob for e in extents)
+        for blob in new_blobs:
+            await self._run(
+                "INSERT INTO blobs (id, size, refs, data) VALUES (%s, %s, %s, %s)",
+                (blob.id, blob.size, counts.pop(blob.id, 0), blob.data),
+            )
+        self._deltas.update(counts)  # applied by `settle`, before the commit
+
+    async def release(self, extents: Iterable[Extent]) -> None:
+        self._deltas.subtract(Counter(e.blob for e in extents))
+
+    async def settle(self) -> None:
+        """Apply the reference counts this write changed: the blob rows are locked last, and
+        in id order. Taken as they came (a copy locks its source's blob, then waits for the
+        destination's row; a PUT holding that row then releases the same blob) two writers
+        deadlock, and PostgreSQL takes a second (deadlock_timeout) to break it."""
+        changes = sorted((blob, n) for blob, n in self._deltas.items() if n)
+        self._deltas.clear()
+        if not changes:
+            return
+        if len(changes) == 1:
+            ((blob, n),) = changes
+            if n < 0:
+                # Most blobs have one user: its delete is one statement. It waits for a writer
+                # holding the row and then judges the count it left; a count its snapshot saw
+                # above `-n` is not waited for, and the update below finds it at zero instead.
+                row = await self._one(
+                    "DELETE FROM blobs WHERE id = %s AND refs <= %s RETURNING data IS NULL",
+                    (blob, -n),
+                )
+                if row is not None:
+                    self.released += [blob] if row[0] else []
+                    return
+            rows = await self._all(
+                "UPDATE blobs SET refs = refs + %s WHERE id = %s RETURNING id, refs, data IS NULL",
+                (n, blob),
+            )
+        else:
+            ids, ns = (list(column) for column in zip(*changes, strict=True))
+            await self._all("SELECT 1 FROM blobs WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (ids,))
+            rows = await self._all(
+                "UPDATE blobs SET refs = blobs.refs + d.n "
+                "FROM unnest(%s::text[], %s::bigint[]) AS d(id, n) WHERE blobs.id = d.id "
+                "RETURNING blobs.id, blobs.refs, blobs.data IS NULL",
+                (ids, ns),
+            )
+        found = {blob for blob, _, _ in rows}
+        if any(n > 0 and blob not in found for blob, n in changes):
+            raise errors.SourceChanged("a blob of the source was released concurrently")
+        # The rows are locked: a count at zero is final, and the blob goes in this transaction.
+        gone = [(blob, in_file) for blob, refs, in_file in rows if refs <= 0]
+        if gone:
+            await self._run("DELETE FROM blobs WHERE id = ANY(%s)", ([blob for blob, _ in gone],))
+            self.released += [blob for blob, in_file in gone if in_file]
+
+    async def insert_object(self, obj: ObjectInfo) -> bool:
+        # The bucket is checked (and held, as a foreign key would) by the insert itself.
+        values = object_values(obj)
+        marks = ", ".join(["%s"] * (1 + len(values)))
+        insert = (
+            f"INSERT INTO objects (bucket, {OBJECT_COLUMNS}) SELECT {marks} "
+            "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = %s FOR KEY SHARE) "
+            "ON CONFLICT (bucket, key) DO NOTHING"
+        )
+        where = (obj.bucket, obj.key.encode())
+        for _ in range(3):
+            if await self._run(insert, (obj.bucket, *values, obj.bucket)) == 1:
+                return True
+            # Another write made the key's row after this one's delete_object looked (it
+            # replaced the row this one waited for, or the key had none)...
+            row = await self._one(
+                f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = %s AND key = %s FOR UPDATE",
+                where,
+            )
+            if row is None:
+                if await self._one("SELECT 1 FROM buckets WHERE name = %s", (obj.bucket,)) is None:
+                    return False
+                continue  # ...and it went again meanwhile
+            # ...a write that checked the key's state (a condition) must check it anew; any
+            # other replaces that row as a later write would, its references released. By an
+            # UPDATE: the writers queued on the row then lock the version this one makes.
+            if (obj.bucket, obj.key) in self._checked:
+                raise Conflict()
+            await self.release(object_from_row(obj.bucket, row).extents)
+            await self._run(
+                f"UPDATE objects SET ({_OBJECT_FIELDS}) = ({', '.join(['%s'] * len(values[1:]))}) "
+                "WHERE bucket = %s AND key = %s",
+                (*values[1:], *where),
+            )
+            return True
+        raise Conflict()
+
+    async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = await self._one(
+            f"DELETE FROM objects WHERE bucket = %s AND key = %s RETURNING {OBJECT_COLUMNS}",
+            (bucket, key.encode()),
+        )
+        if row is not None and self._checked.get((bucket, key)) is False:
+            # The write found no object there (If-None-Match: *), and another has made one
+            # since: no lock could hold a row that did not exist. It checks again.
+            raise Conflict()
+        return object_from_row(bucket, row) if row else None
+
+    async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
+        await self._run(
+            "UPDATE objects SET content_md5 = %s WHERE bucket = %s AND key = %s AND manifest = %s",
+            (md5, obj.bucket, obj.key.encode(), encode_manifest(obj.extents)),
+        )
+
+    async def insert_upload(self, upload: Upload) -> None:
+        await self._run(
+            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            (
+                upload.id,
+                upload.bucket,
+                upload.key.encode(),
+                upload.initiated_ns,
+                upload.owner,
+                encode_attrs(upload.attrs),
+            ),
+        )
+
+    async def put_part(self, part: Part) -> Part | None:
+        old = await self._one(
+            f"DELETE FROM parts WHERE upload_id = %s AND number = %s RETURNING {PART_COLUMNS}",
+            (part.upload_id, part.number),
+        )
+        await self._run(
+            f"INSERT INTO parts (upload_id, {PART_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (
+                part.upload_id,
+                part.number,
+                part.size,
+                part.etag,
+                part.mtime_ns,
+                encode_manifest(part.extents),
+                part.checksum,
+            ),
+        )
+        return part_from_row(part.upload_id, old) if old else None
+
+    async def set_refs(self, blob_id: str, refs: int) -> None:
+        await self.settle()
+        if refs > 0:
+            await self._run("UPDATE blobs SET refs = %s WHERE id = %s", (refs, blob_id))
+            return
+        row = await self._one("DELETE FROM blobs WHERE id = %s RETURNING data IS NULL", (blob_id,))
+        if row and row[0]:
+            self.released.append(blob_id)
+
+    async def delete_upload(self, upload_id: str) -> list[Part]:
+        # The upload's row first: its exclusive lock waits for the parts being written into
+        # it (they hold its SHARE lock), whose rows the next statement then sees.
+        await self._run("DELETE FROM uploads WHERE id = %s", (upload_id,))
+        rows = await self._all(
+            f"DELETE FROM parts WHERE upload_id = %s RETURNING {PART_COLUMNS}", (upload_id,)
+        )
+        return [part_from_row(upload_id, row) for row in rows]
+
+
+class PostgresAudit:
+    """api.CatalogAudit: whole-table scans, streamed through a server-side cursor."""
+
+    def __init__(self, catalog: PostgresCatalog) -> None:
+        self.catalog = catalog
+
+    async def audit_blobs(self) -> AsyncIterator[BlobRow]:
+        async for blob_id, size, refs, inline in self.catalog.stream(
+            "SELECT id, size, refs, data IS NOT NULL FROM blobs"
+        ):
+            yield BlobRow(blob_id, size, refs, bool(inline))
+
+    async def audit_objects(self) -> AsyncIterator[ObjectInfo]:
+        async for row in self.catalog.stream(f"SELECT bucket, {OBJECT_COLUMNS} FROM objects"):
+            yield object_from_row(row[0], row[1:])
+
+    async def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
+        async for row in self.catalog.stream(
+            f"SELECT p.upload_id, {', '.join('p.' + c for c in PART_COLUMNS.split(', '))}, "
+            f"{', '.join('u.' + c for c in UPLOAD_COLUMNS.split(', '))} "
+            "FROM parts p LEFT JOIN uploads u ON u.id = p.upload_id"
+        ):
+            part = part_from_row(row[0], row[1:7])
+            yield part, upload_from_row(row[7:]) if row[7] is not None else None

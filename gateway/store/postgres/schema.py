@@ -1,0 +1,117 @@
+"""The PostgreSQL catalog's schema: the same tables as the SQLite catalog's, and its migrations.
+
+Keys are `bytea` (their UTF-8 bytes): bytea compares as memcmp whatever the database's locale
+or collation, which is S3's listing order (UTF-8 byte order), and holds any byte, NUL included
+(PostgreSQL's text cannot hold U+0000; S3 and the SQLite catalog take it). Names and ids that
+are ordered or compared take the "C" collation, for the same reason. Attributes and manifests
+are the JSON text the SQLite catalog stores (rows.py), so a catalog moves between the two row
+for row.
+
+The version is a row of `schema_version`. A gateway migrates the schema the first time it
+connects, in one transaction that holds that row's lock, so that nodes starting together
+migrate once: a race on `CREATE ... IF NOT EXISTS` between two of them (PostgreSQL's IF NOT
+EXISTS is not atomic across sessions) ends in a unique violation for one, which tries again and
+finds the work done.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import psycopg
+from psycopg import errors as pg_errors
+
+SCHEMA_VERSION = 1
+
+# version -> the statements that bring the schema from the version before it to this one.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE IF NOT EXISTS buckets (
+            name        text COLLATE "C" PRIMARY KEY,
+            owner       text NOT NULL,
+            region      text NOT NULL,
+            created_ns  bigint NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS objects (
+            bucket      text COLLATE "C" NOT NULL,
+            key         bytea NOT NULL,
+            size        bigint NOT NULL,
+            etag        text NOT NULL,
+            content_md5 text,
+            mtime_ns    bigint NOT NULL,
+            attrs       text NOT NULL,
+            manifest    text NOT NULL,
+            parts       text,
+            upload_id   text,
+            PRIMARY KEY (bucket, key)
+        )""",
+        """CREATE TABLE IF NOT EXISTS uploads (
+            id           text COLLATE "C" PRIMARY KEY,
+            bucket       text COLLATE "C" NOT NULL,
+            key          bytea NOT NULL,
+            initiated_ns bigint NOT NULL,
+            owner        text NOT NULL,
+            attrs        text NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, initiated_ns, id)",
+        """CREATE TABLE IF NOT EXISTS parts (
+            upload_id   text COLLATE "C" NOT NULL,
+            number      integer NOT NULL,
+            size        bigint NOT NULL,
+            etag        text NOT NULL,
+            mtime_ns    bigint NOT NULL,
+            manifest    text NOT NULL,
+            checksum    text,
+            PRIMARY KEY (upload_id, number)
+        )""",
+        """CREATE TABLE IF NOT EXISTS blobs (
+            id          text COLLATE "C" PRIMARY KEY,
+            size        bigint NOT NULL,
+            refs        bigint NOT NULL,
+            data        bytea
+        )""",
+    ),
+}
+
+_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (
+    one     integer PRIMARY KEY CHECK (one = 1),
+    version integer NOT NULL
+)"""
+
+# Conflicts between nodes creating the schema at once: tried again.
+_RACES = (pg_errors.UniqueViolation, pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+
+
+class SchemaTooNew(psycopg.DatabaseError):
+    """The database was migrated by a newer gateway."""
+
+
+def initialise(conn: psycopg.Connection) -> None:
+    """Create or migrate the schema over `conn` (autocommit)."""
+    for attempt in range(10):
+        try:
+            with conn.transaction():
+                _migrate(conn)
+            return
+        except _RACES:
+            if attempt == 9:
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+
+
+def _migrate(conn: psycopg.Connection) -> None:
+    conn.execute(_VERSION_TABLE)
+    row = conn.execute("SELECT version FROM schema_version WHERE one = 1 FOR UPDATE").fetchone()
+    version = row[0] if row else 0
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(f"schema {version} is newer than this gateway's ({SCHEMA_VERSION})")
+    if version == SCHEMA_VERSION:
+        return
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[step]:
+            conn.execute(statement)
+    if row is None:
+        conn.execute("INSERT INTO schema_version (one, version) VALUES (1, %s)", (SCHEMA_VERSION,))
+    else:
+        conn.execute("UPDATE schema_version SET version = %s WHERE one = 1", (SCHEMA_VERSION,))
