@@ -22,7 +22,6 @@ import pytest
 
 from gateway.store import Store, errors, open_catalog
 from gateway.store.api import Catalog, CatalogTx
-from gateway.store.blobs import new_blob_id
 from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, WriteCondition
 from gateway.store.postgres import PostgresCatalog
 from tests.contract.model import utf8
@@ -371,7 +370,7 @@ def test_a_lost_database_is_unavailable_and_the_node_recovers(tmp_path: Path) ->
                 runner.run(store.list_objects("b", "", "", "", 10))
             with pytest.raises(errors.CatalogUnavailable):
                 store.totals()
-            assert store.writable() is False
+            assert runner.run(store.writable()) is False
             server.start()
             for _ in range(120):  # the pool reconnects on its own
                 try:
@@ -382,7 +381,7 @@ def test_a_lost_database_is_unavailable_and_the_node_recovers(tmp_path: Path) ->
             else:
                 pytest.fail("the node did not recover once the database was back")
             runner.run(put(store, "b", "new", b"after"))
-            assert store.writable() is True and store.totals() == (2, 105)
+            assert runner.run(store.writable()) is True and store.totals() == (2, 105)
             store.close()
     finally:
         server.close()
@@ -482,18 +481,20 @@ def test_a_forked_process_makes_its_own_connections(postgres: PostgresServer) ->
 
 
 def test_the_start_up_sweep_asks_the_database(postgres: PostgresServer, tmp_path: Path) -> None:
-    """The sweep calls the catalog through api.complete_now (a call that must not suspend):
-    the PostgreSQL catalog answers it over its blocking connection."""
+    """The sweep awaits the catalog: an orphan file goes, the referenced blob stays."""
     url = postgres.database()
     with asyncio.Runner() as runner:
         store = Store(tmp_path, lambda pool: open_catalog(tmp_path, pool, url), inline_max=4)
         runner.run(store.create_bucket("b", "owner", "us-east-1"))
         kept = runner.run(put(store, "b", "k", os.urandom(100)))
-        orphan = new_blob_id()
-        fd, path = store.files.create_tmp()
-        os.write(fd, b"left by a crash")
-        store.files.publish(fd, path, orphan)
-        assert files(tmp_path) == {kept.extents[0].blob, orphan}
-        assert store.sweep() == (0, 1)
+
+        async def orphan() -> str:
+            writer = store.files.writer()
+            await writer.publish(b"left by a crash")
+            return writer.blob_id
+
+        left = runner.run(orphan())
+        assert files(tmp_path) == {kept.extents[0].blob, left}
+        assert runner.run(store.sweep()) == (0, 1)
         assert files(tmp_path) == {kept.extents[0].blob}
         store.close()

@@ -31,8 +31,8 @@ the loop: the Store may be made before it, and the gateway forks workers after m
 a connection never crosses a fork or a loop). Point reads take a pooled connection each, in
 autocommit; a scan runs in one REPEATABLE READ READ ONLY transaction (one snapshot per
 listing page); a write runs in its own task, so that it reaches its COMMIT or ROLLBACK
-whatever becomes of the caller. The blocking calls (`totals`, `writable`, the sweep's
-lookups) use one plain connection, from any thread. A lost database is CatalogUnavailable
+whatever becomes of the caller. The blocking calls (`totals`, `writable`) use one plain
+connection, from any thread. A lost database is CatalogUnavailable
 (503 to clients); connections are made again as calls need them once the database is back.
 """
 

@@ -170,16 +170,6 @@ class PooledReader(_Reads):
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         return await self.catalog.read(sql, args)
 
-    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
-        # Asked by the start-up sweep and fsck through api.complete_now, which runs a call that
-        # must not suspend: answered over the catalog's blocking connection instead.
-        rows = self.catalog.blocking(
-            lambda conn: conn.execute(
-                "SELECT id FROM blobs WHERE id = ANY(%s) AND data IS NULL", (list(blob_ids),)
-            ).fetchall()
-        )
-        return {blob for (blob,) in rows}
-
 
 class ConnReader(_Reads):
     """Reads over one connection (a scan's snapshot, or a write's transaction)."""
