@@ -135,7 +135,9 @@ class Store:
         def settled(outcome: asyncio.Future[tuple[T, list[str]]]) -> None:
             exc = outcome.exception()
             if exc is not None:
-                if staged:
+                # A commit whose outcome is unknown may have made rows that use the staged
+                # blobs: they stay (an orphan costs space; a freed blob in use loses data).
+                if staged and not isinstance(exc, errors.CommitOutcomeUnknown):
                     self._free_later(self.files.delete(list(staged)))
                 _answer(answer, None, exc)
                 return

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.store import open_store
+from gateway.store.errors import CommitOutcomeUnknown
 from gateway.store.sqlite.queries import SqliteTx
 from gateway.store.sqlite.schema import connect, initialise
 from gateway.store.sqlite.writer import GroupWriter
@@ -232,5 +233,24 @@ async def test_a_failed_write_frees_what_it_staged(tmp_path):
                 break
             await asyncio.sleep(0.01)
         assert files.retired == ["staged-body"] and files.freed == ["staged-body"]
+    finally:
+        store.close()
+
+
+async def test_a_write_whose_commit_is_unknown_keeps_what_it_staged(tmp_path):
+    """A connection lost during COMMIT: the row may exist, so its blob must stay."""
+    store = open_store(tmp_path / "data")
+    files = Files()
+    files.purging.set()
+    store.files = files  # type: ignore[assignment]
+
+    async def lost(tx: SqliteTx) -> None:
+        raise CommitOutcomeUnknown("the connection closed during COMMIT")
+
+    try:
+        with pytest.raises(CommitOutcomeUnknown):
+            await store._write(lost, ["staged-body"])
+        await asyncio.sleep(0.1)  # a free, had one been started, would have run by now
+        assert files.retired == [] and files.freed == []
     finally:
         store.close()
