@@ -13,6 +13,7 @@ from . import digest, metrics
 from .config import Settings
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, open_store
+from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
 
 log = logging.getLogger(__name__)
@@ -26,10 +27,27 @@ async def _ignore_expect(request: web.Request) -> None:
     checks (Payload), any other value ignored as S3 does (aiohttp would answer 417)."""
 
 
+def alone(settings: Settings) -> bool:
+    """May this gateway hold the data folder alone now? Always expected with the SQLite
+    catalog (a second gateway on its folder is a mistake). With a catalog that several nodes
+    share, another node serving the folder is normal: then no sweep (a blob it is publishing
+    is not in the catalog yet), and the folder is shared at once."""
+    if settings.catalog == "sqlite":
+        return True
+    lock = FolderLock(settings.data)
+    try:
+        lock.exclusive("sweep", wait=0)
+        return True
+    except FolderInUse:
+        log.info("other nodes serve this data folder: no start-up sweep (a start alone does it)")
+        return False
+    finally:
+        lock.close()
+
+
 def sweep(settings: Settings) -> None:
     """What a crash left behind goes before anything is served (the folder held alone)."""
-    settings.data.mkdir(parents=True, exist_ok=True)
-    store = open_store(settings.data)
+    store = open_store(settings.data, catalog_url=settings.catalog)
     try:
         tmp, orphans = asyncio.run(store.sweep())
     finally:
@@ -44,7 +62,12 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     line = digest.configure(settings.md5_backend)
     settings.data.mkdir(parents=True, exist_ok=True)
     # Logged once the folder is ours: a start refused for a folder in use is one line.
-    store = open_store(settings.data, inline_max=settings.inline_max, shared=worker)
+    store = open_store(
+        settings.data,
+        inline_max=settings.inline_max,
+        shared=worker,
+        catalog_url=settings.catalog,
+    )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
     handler = s3_handler(store, settings, users)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import bench, config, digest, logs, server, users
 from .store.blobs import FolderInUse
+from .store.errors import StoreError
 
 # What the gateway creates is its user's alone: the catalog holds small objects' bytes, the
 # blobs the rest, and the folder the keys. One umask covers every file and folder, SQLite's
@@ -45,9 +46,13 @@ def _fsck(args: argparse.Namespace) -> int:
 
     try:
         report = check(
-            Path(args.data), deep=args.deep, repair=args.repair, checksum_of=stored_checksum
+            Path(args.data),
+            deep=args.deep,
+            repair=args.repair,
+            checksum_of=stored_checksum,
+            catalog_url=config.catalog_url(args.catalog),
         )
-    except (FolderInUse, FileNotFoundError) as exc:
+    except (FolderInUse, FileNotFoundError, StoreError, config.StartError) as exc:
         print(f"s3gw fsck: {exc}", file=sys.stderr)
         return 2
     print(report.render())
@@ -65,6 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     config.add_options(creds)
     fsck = commands.add_parser("fsck", help="check the catalog against the blob files")
     fsck.add_argument("--data", default=config.env_default("data"), help="data folder")
+    fsck.add_argument(
+        "--catalog",
+        default=config.env_default("catalog"),
+        help="sqlite (in the data folder) or the postgresql:// URL the gateways use",
+    )
     fsck.add_argument("--deep", action="store_true", help="also hash every plain-MD5 object")
     fsck.add_argument(
         "--repair", action="store_true", help="remove orphans and fix reference counts"

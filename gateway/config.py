@@ -20,6 +20,7 @@ class Settings:
     data: Path
     host: str
     port: int
+    catalog: str = "sqlite"  # or a postgresql:// URL (catalog_url checked it)
     region: str = "us-east-1"
     domain: str | None = None
     access_key: str | None = None
@@ -46,7 +47,14 @@ class Settings:
 
 # (flag, environment variable suffix, type, default, help)
 _OPTIONS: list[tuple[str, type, object, str]] = [
-    ("data", str, "./data", "data folder (catalog, blobs)"),
+    ("data", str, "./data", "data folder (blobs; and the catalog, with --catalog sqlite)"),
+    (
+        "catalog",
+        str,
+        "sqlite",
+        "sqlite (a file in the data folder), or postgresql://USER:PASSWORD@HOST:PORT/DB for "
+        "several nodes sharing the data folder",
+    ),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
     ("region", str, "us-east-1", "the region this endpoint answers for"),
     ("domain", str, None, "serve virtual-hosted style too: BUCKET.DOMAIN names the bucket"),
@@ -224,6 +232,21 @@ def _address(address: str) -> tuple[str, int]:
 _PATHS = ("users", "tls-cert", "tls-key")
 
 
+def catalog_url(value: str) -> str:
+    """`sqlite`, or a PostgreSQL URL (its password is never repeated in a message)."""
+    value = value.strip()
+    if value.lower() == "sqlite":
+        return "sqlite"
+    scheme, sep, _ = value.partition("://")
+    if sep and scheme.lower() in ("postgresql", "postgres"):
+        return value
+    shown = f"{scheme}://…" if sep else repr(value)
+    raise StartError(
+        f"{setting_name('catalog')} must be sqlite or a postgresql://USER:PASSWORD@HOST:PORT/DB "
+        f"URL, not {shown}"
+    )
+
+
 def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     values: dict[str, Any] = {flag: _value(args, flag, env) for flag, *_ in _OPTIONS}
@@ -231,6 +254,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
     paths = {name: Path(values[name]) if values[name] else None for name in _PATHS}
     return Settings(
         data=Path(values["data"]),
+        catalog=catalog_url(values["catalog"]),
         host=host,
         port=port,
         region=values["region"],

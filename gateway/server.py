@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, metrics, tls
-from .app import STORE, build_app, describe, sweep
+from .app import STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
@@ -356,10 +356,13 @@ async def _serve_one(
     banner: list[str],
 ) -> None:
     with _opening(settings.data):
-        app = build_app(settings)
-        tmp, orphans = await app[STORE].start()
-    if tmp or orphans:
-        log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
+        if alone(settings):
+            app = build_app(settings)
+            tmp, orphans = await app[STORE].start()
+            if tmp or orphans:
+                log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
+        else:
+            app = build_app(settings, worker=True)
     runner, inflight = await _start(settings, app, listeners, context)
     signals = _Signals()
     _print_banner(banner)
@@ -441,7 +444,8 @@ def _serve_workers(
     banner: list[str],
 ) -> None:
     with _opening(settings.data):
-        sweep(settings)
+        if alone(settings):
+            sweep(settings)
     hold = FolderLock(settings.data)
     hold.shared()  # no fsck or second gateway while the workers run
     metrics_dir = Path(tempfile.mkdtemp(prefix="s3gw-metrics-"))

@@ -87,17 +87,19 @@ def check(
     deep: bool = False,
     repair: bool = False,
     checksum_of: ChecksumOf | None = None,
+    catalog_url: str | None = None,
 ) -> Report:
-    """Check (and optionally repair) the data folder at `root`. The gateway must be stopped:
-    raises FolderInUse otherwise (its uncommitted blobs would look like orphans). `deep`
-    reads every byte; `checksum_of` also checks the stored flexible checksums then."""
-    if not has_catalog(root):
+    """Check (and optionally repair) the data folder at `root` against its catalog (the SQLite
+    file in it, or the database `catalog_url` names). Every gateway on the folder must be
+    stopped: raises FolderInUse otherwise (its uncommitted blobs would look like orphans).
+    `deep` reads every byte; `checksum_of` also checks the stored flexible checksums then."""
+    if catalog_url in (None, "sqlite") and not has_catalog(root):
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
     try:
         lock.exclusive("fsck", wait=0)
         pool = concurrent.futures.ThreadPoolExecutor(1)
-        catalog = open_catalog(root, pool)
+        catalog = open_catalog(root, pool, catalog_url)
         try:
             return asyncio.run(_check(catalog, BlobFiles(root, pool), deep, repair, checksum_of))
         finally:
