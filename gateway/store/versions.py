@@ -259,9 +259,14 @@ async def _mark_latest(
             continue
         latest = True
         if len(cursor) > 1 and entry.key.encode() == cursor[0]:
-            current = await reader.get_object(bucket, entry.key)
-            newest = await reader.newest_version(bucket, entry.key)
-            latest = current is None and newest is not None
-            latest = latest and newest.version_id == entry.version_id
+            latest = await _is_latest(reader, bucket, entry)
         out.append(replace(entry, is_latest=latest))
     return out
+
+
+async def _is_latest(reader: CatalogReader, bucket: str, entry: ListEntry) -> bool:
+    """Is this row of the versions table its key's latest version?"""
+    if await reader.get_object(bucket, entry.key) is not None:
+        return False
+    newest = await reader.newest_version(bucket, entry.key)
+    return newest is not None and newest.version_id == entry.version_id

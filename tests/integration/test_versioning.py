@@ -3,6 +3,7 @@ every read and write path, and the codes and headers AWS answers with."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import raw
+from tests import awscli, raw
 from tests.datadir import inspect
 from tests.server import ACCESS_KEY, GatewayProcess
 
@@ -269,6 +270,129 @@ def test_version_ids_are_sent_only_where_versioning_was_set(s3, bucket):
     assert headers(s3.head_object(Bucket=bucket, Key="k"))["x-amz-version-id"] == "null"
 
 
+# --- ListObjectVersions ----------------------------------------------------------------------
+
+
+def _history(s3, bucket: str) -> dict[str, list[str]]:
+    """Writes a/1 (two versions), a/2 (a version under a marker), b (three versions) and c
+    (a version, a marker, a version); gives each key's version ids newest first."""
+    ids: dict[str, list[str]] = {}
+
+    def put(key: str) -> None:
+        made = s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+        ids.setdefault(key, []).insert(0, made["VersionId"])
+
+    def delete(key: str) -> None:
+        made = s3.delete_object(Bucket=bucket, Key=key)
+        ids.setdefault(key, []).insert(0, made["VersionId"])
+
+    put("a/1")
+    put("a/1")
+    put("a/2")
+    delete("a/2")
+    for _ in range(3):
+        put("b")
+    put("c")
+    delete("c")
+    put("c")
+    return ids
+
+
+def test_list_object_versions(s3, versioned):
+    ids = _history(s3, versioned)
+    owner = s3.list_buckets()["Owner"]["ID"]
+    listing = s3.list_object_versions(Bucket=versioned)
+    assert listing["IsTruncated"] is False and listing["KeyMarker"] == ""
+    versions = [(v["Key"], v["VersionId"], v["IsLatest"]) for v in listing["Versions"]]
+    markers = [(m["Key"], m["VersionId"], m["IsLatest"]) for m in listing["DeleteMarkers"]]
+    assert versions == [
+        ("a/1", ids["a/1"][0], True),
+        ("a/1", ids["a/1"][1], False),
+        ("a/2", ids["a/2"][1], False),
+        ("b", ids["b"][0], True),
+        ("b", ids["b"][1], False),
+        ("b", ids["b"][2], False),
+        ("c", ids["c"][0], True),
+        ("c", ids["c"][2], False),
+    ]
+    assert markers == [("a/2", ids["a/2"][0], True), ("c", ids["c"][1], False)]
+    for v in listing["Versions"]:
+        assert v["Size"] == len(v["Key"]) and v["StorageClass"] == "STANDARD"
+        assert v["ETag"] == f'"{hashlib.md5(v["Key"].encode()).hexdigest()}"'
+        assert v["Owner"]["ID"] == owner
+    assert all(m["Owner"]["ID"] == owner for m in listing["DeleteMarkers"])
+    # Newest first within a key, by time too.
+    b_times = [v["LastModified"] for v in listing["Versions"] if v["Key"] == "b"]
+    assert b_times == sorted(b_times, reverse=True)
+    # Prefix, delimiter and common prefixes.
+    rolled = s3.list_object_versions(Bucket=versioned, Delimiter="/")
+    assert [p["Prefix"] for p in rolled["CommonPrefixes"]] == ["a/"]
+    assert {v["Key"] for v in rolled["Versions"]} == {"b", "c"}
+    inside = s3.list_object_versions(Bucket=versioned, Prefix="a/", Delimiter="/")
+    assert "CommonPrefixes" not in inside
+    assert [(v["Key"], v["VersionId"]) for v in inside["Versions"]][-1] == ("a/2", ids["a/2"][1])
+    assert inside["DeleteMarkers"][0]["Key"] == "a/2"
+
+
+def test_list_object_versions_pages(s3, versioned):
+    ids = _history(s3, versioned)
+    everything = [(k, v) for k in sorted(ids) for v in ids[k]]
+    seen: list[tuple[str, str]] = []
+    kwargs: dict[str, str] = {}
+    while True:
+        page = s3.list_object_versions(Bucket=versioned, MaxKeys=3, **kwargs)
+        # boto3 splits the one sequence in two: merge it back in the order it must have had.
+        entries = [(e["Key"], e["VersionId"]) for e in page.get("Versions", [])]
+        entries += [(e["Key"], e["VersionId"]) for e in page.get("DeleteMarkers", [])]
+        entries.sort(key=everything.index)
+        assert len(entries) == 3 or not page["IsTruncated"]
+        seen += entries
+        if not page["IsTruncated"]:
+            break
+        # The next page starts after the last entry returned (a marker's id when it is one).
+        assert (page["NextKeyMarker"], page["NextVersionIdMarker"]) == seen[-1]
+        kwargs = {
+            "KeyMarker": page["NextKeyMarker"],
+            "VersionIdMarker": page["NextVersionIdMarker"],
+        }
+    assert seen == everything
+    # A key marker alone starts after every version of that key.
+    after = s3.list_object_versions(Bucket=versioned, KeyMarker="b")
+    assert {v["Key"] for v in after["Versions"]} == {"c"}
+    # With a common prefix as the next marker, the page after it skips what it rolled up.
+    first = s3.list_object_versions(Bucket=versioned, Delimiter="/", MaxKeys=1)
+    assert first["IsTruncated"] and first["NextKeyMarker"] == "a/"
+    assert "NextVersionIdMarker" not in first
+    rest = s3.list_object_versions(Bucket=versioned, Delimiter="/", KeyMarker="a/")
+    assert {v["Key"] for v in rest["Versions"]} == {"b", "c"}
+
+
+def test_list_object_versions_arguments(gateway, s3, versioned):
+    s3.put_object(Bucket=versioned, Key="sp ace/é\x01", Body=b"x")
+    encoded = s3.list_object_versions(Bucket=versioned, EncodingType="url", Delimiter="/")
+    assert encoded["EncodingType"] == "url"
+    assert [p["Prefix"] for p in encoded["CommonPrefixes"]] == ["sp+ace/"]
+    inside = s3.list_object_versions(Bucket=versioned, EncodingType="url", Prefix="sp ace/")
+    assert inside["Versions"][0]["Key"] == "sp+ace/%C3%A9%01"
+    assert inside["Prefix"] == "sp+ace/"
+    url = f"{gateway.url}/{versioned}?versions"
+    reply = raw.signed("GET", f"{url}&version-id-marker={'0' * 32}")
+    assert (reply.status, reply.code) == (400, "InvalidArgument")
+    assert b"A version-id marker cannot be specified without a key marker." in reply.body
+    reply = raw.signed("GET", f"{url}&key-marker=a&version-id-marker=nonsense")
+    assert (reply.status, reply.code) == (400, "InvalidArgument")
+    reply = raw.signed("GET", f"{url}&max-keys=-1")
+    assert (reply.status, reply.code) == (400, "InvalidArgument")
+
+
+def test_list_object_versions_with_aws_cli(gateway, s3, versioned):
+    ids = _history(s3, versioned)
+    command = ["s3api", "list-object-versions", "--bucket", versioned, "--prefix", "c"]
+    out = json.loads(awscli.ok(gateway.url, *command))
+    assert [v["VersionId"] for v in out["Versions"]] == [ids["c"][0], ids["c"][2]]
+    assert [(m["VersionId"], m["IsLatest"]) for m in out["DeleteMarkers"]] == [(ids["c"][1], False)]
+
+
 # --- buckets and blobs -----------------------------------------------------------------------
 
 
@@ -323,8 +447,6 @@ PRAGMA user_version=2;
 
 
 def test_a_data_folder_from_before_versioning_upgrades_in_place(tmp_path: Path):
-    import hashlib
-
     from gateway.users import _user
 
     data = tmp_path / "data"

@@ -166,15 +166,17 @@ def version_param(ctx: Context) -> str | None:
     return check_version_id(ctx.endpoint.version_id, ctx.bucket_record)
 
 
-def check_version_id(version_id: str | None, bucket: Bucket | None) -> str | None:
-    """A version id a request names: "null", or an id of this gateway's form in a bucket
-    whose versioning was ever set; anything else is AWS's InvalidArgument."""
+def check_version_id(
+    version_id: str | None, bucket: Bucket | None, name: str = "versionId"
+) -> str | None:
+    """A version id a request names (in `name`): "null", or an id of this gateway's form in a
+    bucket whose versioning was ever set; anything else is AWS's InvalidArgument."""
     if version_id is None or version_id == NULL_VERSION:
         return version_id
     if version_id == "":
-        raise invalid_argument("Version id cannot be the empty string", "versionId", "")
+        raise invalid_argument("Version id cannot be the empty string", name, "")
     if bucket is None or bucket.versioning is None or not is_version_id(version_id):
-        raise invalid_argument("Invalid version id specified", "versionId", version_id)
+        raise invalid_argument("Invalid version id specified", name, version_id)
     return version_id
 
 
