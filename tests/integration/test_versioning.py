@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from tests import awscli, raw
 from tests.datadir import inspect
 from tests.server import ACCESS_KEY, GatewayProcess
 
+MIB = 1 << 20
 # AWS's ids are 32 URL-safe characters; ours too.
 VERSION_ID = re.compile(r"[A-Za-z0-9._-]{32}")
 
@@ -391,6 +395,240 @@ def test_list_object_versions_with_aws_cli(gateway, s3, versioned):
     out = json.loads(awscli.ok(gateway.url, *command))
     assert [v["VersionId"] for v in out["Versions"]] == [ids["c"][0], ids["c"][2]]
     assert [(m["VersionId"], m["IsLatest"]) for m in out["DeleteMarkers"]] == [(ids["c"][1], False)]
+
+
+# --- DeleteObjects ---------------------------------------------------------------------------
+
+
+def test_delete_objects_with_versions(s3, versioned):
+    old = s3.put_object(Bucket=versioned, Key="k", Body=b"old")["VersionId"]
+    s3.put_object(Bucket=versioned, Key="k", Body=b"new")
+    s3.put_object(Bucket=versioned, Key="m", Body=b"m")
+    marker = s3.delete_object(Bucket=versioned, Key="m")["VersionId"]
+    answer = s3.delete_objects(
+        Bucket=versioned,
+        Delete={
+            "Objects": [
+                {"Key": "k"},  # a marker, for a key that exists
+                {"Key": "never"},  # and for one that never did
+                {"Key": "m", "VersionId": marker},  # a marker removed by its id
+                {"Key": "k", "VersionId": old},  # a version removed by its id
+                {"Key": "k", "VersionId": "0" * 32},  # an id naming nothing: deleted (idempotent)
+                {"Key": "k", "VersionId": "not-an-id"},  # a malformed id
+            ]
+        },
+    )
+    deleted = {(d["Key"], d.get("VersionId")): d for d in answer["Deleted"]}
+    made = deleted[("k", None)]
+    assert made["DeleteMarker"] is True and VERSION_ID.fullmatch(made["DeleteMarkerVersionId"])
+    assert deleted[("never", None)]["DeleteMarker"] is True
+    removed = deleted[("m", marker)]
+    assert removed["DeleteMarker"] is True and removed["DeleteMarkerVersionId"] == marker
+    assert "DeleteMarker" not in deleted[("k", old)]
+    assert ("k", "0" * 32) in deleted
+    (failed,) = answer["Errors"]
+    assert failed["Code"] == "NoSuchVersion"
+    assert (failed["Key"], failed["VersionId"]) == ("k", "not-an-id")
+    # The marker on m is gone: m is back; k is hidden by its new marker; old is gone.
+    assert body(s3, versioned, "m") == b"m"
+    with pytest.raises(ClientError) as exc:
+        s3.get_object(Bucket=versioned, Key="k")
+    assert error(exc) == ("NoSuchKey", 404)
+    with pytest.raises(ClientError) as exc:
+        s3.get_object(Bucket=versioned, Key="k", VersionId=old)
+    assert error(exc) == ("NoSuchVersion", 404)
+    # Quiet: only errors.
+    quiet = s3.delete_objects(
+        Bucket=versioned,
+        Delete={"Objects": [{"Key": "m"}, {"Key": "m", "VersionId": "x"}], "Quiet": True},
+    )
+    assert "Deleted" not in quiet and [e["Code"] for e in quiet["Errors"]] == ["NoSuchVersion"]
+
+
+def test_delete_objects_on_a_bucket_never_versioned(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="a", Body=b"a")
+    s3.put_object(Bucket=bucket, Key="b", Body=b"b")
+    answer = s3.delete_objects(
+        Bucket=bucket,
+        Delete={
+            "Objects": [
+                {"Key": "a"},
+                {"Key": "b", "VersionId": "null"},
+                {"Key": "c", "VersionId": "0" * 32},
+            ]
+        },
+    )
+    assert sorted(
+        (d["Key"], d.get("VersionId"), d.get("DeleteMarker")) for d in answer["Deleted"]
+    ) == [
+        ("a", None, None),
+        ("b", "null", None),
+    ]
+    assert [e["Code"] for e in answer["Errors"]] == ["NoSuchVersion"]
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+
+
+# --- copies and multipart uploads make versions ----------------------------------------------
+
+
+def test_copy_from_an_older_version_is_metadata_only(gateway, s3, versioned):
+    data = os.urandom(2 * MIB)
+    first = s3.put_object(Bucket=versioned, Key="src", Body=data, CacheControl="max-age=9")
+    s3.put_object(Bucket=versioned, Key="src", Body=b"newer")
+    before = inspect(gateway.data).blob_files
+    copy = s3.copy_object(
+        Bucket=versioned,
+        Key="dst",
+        CopySource={"Bucket": versioned, "Key": "src", "VersionId": first["VersionId"]},
+    )
+    # The plain-MD5 ETag is reused and no byte is written, whatever version it comes from.
+    assert copy["CopyObjectResult"]["ETag"] == first["ETag"]
+    assert inspect(gateway.data).blob_files == before
+    assert copy["CopySourceVersionId"] == first["VersionId"]
+    assert "cache-control" not in headers(copy)  # the object's headers are not the answer's
+    assert s3.head_object(Bucket=versioned, Key="dst")["CacheControl"] == "max-age=9"
+    assert VERSION_ID.fullmatch(copy["VersionId"]) and copy["VersionId"] != first["VersionId"]
+    assert body(s3, versioned, "dst") == data
+    assert body(s3, versioned, "dst", VersionId=copy["VersionId"]) == data
+    # Restoring an old version onto its own key is a copy of it there.
+    restored = s3.copy_object(
+        Bucket=versioned,
+        Key="src",
+        CopySource={"Bucket": versioned, "Key": "src", "VersionId": first["VersionId"]},
+    )
+    assert body(s3, versioned, "src") == data and restored["VersionId"] != first["VersionId"]
+    # Into a bucket never versioned: no id for the copy, the source's id still said.
+    plain = f"{versioned}-plain"
+    s3.create_bucket(Bucket=plain)
+    other = s3.copy_object(
+        Bucket=plain, Key="c", CopySource=f"{versioned}/src?versionId={first['VersionId']}"
+    )
+    assert "VersionId" not in other and other["CopySourceVersionId"] == first["VersionId"]
+    assert "x-amz-copy-source-version-id" not in headers(
+        s3.copy_object(Bucket=plain, Key="d", CopySource=f"{plain}/c")
+    )
+    # Removing the source version leaves the copies' bytes alone.
+    s3.delete_object(Bucket=versioned, Key="src", VersionId=first["VersionId"])
+    assert body(s3, plain, "c") == data
+    inspect(gateway.data).assert_clean()
+
+
+def test_copy_sources_that_are_delete_markers(gateway, s3, versioned):
+    s3.put_object(Bucket=versioned, Key="src", Body=b"x")
+    marker = s3.delete_object(Bucket=versioned, Key="src")["VersionId"]
+    with pytest.raises(ClientError) as exc:  # the latest is a marker
+        s3.copy_object(Bucket=versioned, Key="dst", CopySource=f"{versioned}/src")
+    assert error(exc) == ("NoSuchKey", 404)
+    url = f"{gateway.url}/{versioned}/dst"
+    reply = raw.signed("PUT", url, {"x-amz-copy-source": f"{versioned}/src?versionId={marker}"})
+    assert (reply.status, reply.code) == (400, "InvalidRequest")
+    assert b"may not specifically refer to a delete marker by version id" in reply.body
+    assert "x-amz-delete-marker" not in reply.headers  # the marker is the source's, not ours
+    reply = raw.signed("PUT", url, {"x-amz-copy-source": f"{versioned}/src?versionId={'0' * 32}"})
+    assert (reply.status, reply.code) == (404, "NoSuchVersion")
+    reply = raw.signed("PUT", url, {"x-amz-copy-source": f"{versioned}/src?versionId=bad"})
+    assert (reply.status, reply.code) == (400, "InvalidArgument")
+
+
+def test_upload_part_copy_from_an_older_version(gateway, s3, versioned):
+    data = os.urandom(6 * MIB)
+    first = s3.put_object(Bucket=versioned, Key="src", Body=data)
+    s3.put_object(Bucket=versioned, Key="src", Body=b"newer")
+    upload = s3.create_multipart_upload(Bucket=versioned, Key="mp")["UploadId"]
+    before = inspect(gateway.data).blob_files
+    source = {"Bucket": versioned, "Key": "src", "VersionId": first["VersionId"]}
+
+    def copy_part(number: int, **extra: str) -> dict:  # type: ignore[type-arg]
+        return s3.upload_part_copy(
+            Bucket=versioned,
+            Key="mp",
+            UploadId=upload,
+            PartNumber=number,
+            CopySource=source,
+            **extra,
+        )
+
+    part = copy_part(1)
+    assert part["CopyPartResult"]["ETag"] == first["ETag"]  # the whole plain-MD5 source
+    assert part["CopySourceVersionId"] == first["VersionId"]
+    ranged = copy_part(2, CopySourceRange="bytes=0-9")
+    assert ranged["CopyPartResult"]["ETag"] == f'"{hashlib.md5(data[:10]).hexdigest()}"'
+    assert inspect(gateway.data).blob_files == before
+    done = s3.complete_multipart_upload(
+        Bucket=versioned,
+        Key="mp",
+        UploadId=upload,
+        MultipartUpload={
+            "Parts": [
+                {"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]},
+                {"PartNumber": 2, "ETag": ranged["CopyPartResult"]["ETag"]},
+            ]
+        },
+    )
+    assert VERSION_ID.fullmatch(done["VersionId"])
+    assert body(s3, versioned, "mp", VersionId=done["VersionId"]) == data + data[:10]
+    inspect(gateway.data).assert_clean()
+
+
+def test_complete_makes_a_version(s3, versioned):
+    def upload(data: bytes) -> dict:  # type: ignore[type-arg]
+        uid = s3.create_multipart_upload(Bucket=versioned, Key="mp")["UploadId"]
+        etag = s3.upload_part(Bucket=versioned, Key="mp", UploadId=uid, PartNumber=1, Body=data)
+        return s3.complete_multipart_upload(
+            Bucket=versioned,
+            Key="mp",
+            UploadId=uid,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag["ETag"]}]},
+        )
+
+    first, second = upload(b"one"), upload(b"two")
+    assert VERSION_ID.fullmatch(first["VersionId"]) and first["VersionId"] != second["VersionId"]
+    assert body(s3, versioned, "mp", VersionId=first["VersionId"]) == b"one"
+    assert body(s3, versioned, "mp") == b"two"
+    listed = s3.list_object_versions(Bucket=versioned)["Versions"]
+    assert [v["VersionId"] for v in listed] == [second["VersionId"], first["VersionId"]]
+    assert all(v["ETag"].endswith('-1"') for v in listed)
+    versioning(s3, versioned, "Suspended")
+    third = upload(b"three")
+    assert "VersionId" not in third  # a suspended Complete sends no id, as a suspended PUT
+    assert body(s3, versioned, "mp", VersionId="null") == b"three"
+
+
+def test_fsck_counts_every_version(tmp_path):
+    server = GatewayProcess(tmp_path / "data").start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="fsck")
+        versioning(s3, "fsck", "Enabled")
+        big = os.urandom(MIB)
+        first = s3.put_object(Bucket="fsck", Key="k", Body=big)["VersionId"]
+        s3.put_object(Bucket="fsck", Key="k", Body=b"second")
+        s3.copy_object(Bucket="fsck", Key="c", CopySource=f"fsck/k?versionId={first}")
+        s3.delete_object(Bucket="fsck", Key="k")
+        s3.delete_object(Bucket="fsck", Key="c")
+    finally:
+        server.stop()
+    data = tmp_path / "data"
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "fsck", "--data", str(data), "--deep"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "no damage found" in result.stdout
+    # Only noncurrent versions reference the big blob now (twice): a wrong count is found.
+    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+        (refs,) = conn.execute("SELECT refs FROM blobs WHERE size = ?", (MIB,)).fetchone()
+        assert refs == 2
+        conn.execute("UPDATE blobs SET refs = 1 WHERE size = ?", (MIB,))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "fsck", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "count 1, references 2" in result.stdout
 
 
 # --- buckets and blobs -----------------------------------------------------------------------

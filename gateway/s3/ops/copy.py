@@ -119,7 +119,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive", directive)
     for _attempt in range(ATTEMPTS):
-        source, headers = await _source(ctx, ref)
+        source, answer = await _source(ctx, ref)
         if source.size > MAX_COPY_SIZE:
             raise S3Error(
                 "InvalidRequest",
@@ -149,8 +149,8 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         except SourceChanged:
             continue
         if obj.version_id != NULL_VERSION:
-            headers["x-amz-version-id"] = obj.version_id
-        return _result("CopyObjectResult", obj.etag, obj.mtime_ns, headers)
+            answer["x-amz-version-id"] = obj.version_id
+        return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer)
     raise S3Error("SlowDown")
 
 
@@ -186,7 +186,7 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     for _attempt in range(ATTEMPTS):
-        source, headers = await _source(ctx, ref)
+        source, answer = await _source(ctx, ref)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
         if length > MAX_COPY_SIZE:
             raise S3Error(
@@ -206,7 +206,7 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
             )
         except SourceChanged:
             continue
-        return _result("CopyPartResult", part.etag, part.mtime_ns, headers)
+        return _result("CopyPartResult", part.etag, part.mtime_ns, answer)
     raise S3Error("SlowDown")
 
 
