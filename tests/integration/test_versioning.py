@@ -631,6 +631,24 @@ def test_fsck_counts_every_version(tmp_path):
     assert result.returncode == 1 and "count 1, references 2" in result.stdout
 
 
+def test_object_acls_of_versions_and_markers(s3, versioned):
+    vid = s3.put_object(Bucket=versioned, Key="k", Body=b"x")["VersionId"]
+    marker = s3.delete_object(Bucket=versioned, Key="k")["VersionId"]
+    acl = s3.get_object_acl(Bucket=versioned, Key="k", VersionId=vid)
+    assert acl["Grants"][0]["Permission"] == "FULL_CONTROL"
+    # AWS is not consistent with itself here; these are its answers (S3-SEMANTICS.md).
+    with pytest.raises(ClientError) as exc:
+        s3.get_object_acl(Bucket=versioned, Key="k")
+    assert error(exc) == ("NoSuchKey", 404)
+    with pytest.raises(ClientError) as exc:
+        s3.get_object_acl(Bucket=versioned, Key="k", VersionId=marker)
+    assert error(exc) == ("MethodNotAllowed", 405)
+    with pytest.raises(ClientError) as exc:
+        s3.put_object_acl(Bucket=versioned, Key="k", ACL="private")
+    assert error(exc) == ("MethodNotAllowed", 405)
+    s3.put_object_acl(Bucket=versioned, Key="k", ACL="private", VersionId=vid)
+
+
 # --- buckets and blobs -----------------------------------------------------------------------
 
 
