@@ -24,6 +24,7 @@ from gateway.store import Store, errors, open_catalog
 from gateway.store.api import Catalog, CatalogTx
 from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, WriteCondition
 from gateway.store.postgres import PostgresCatalog
+from gateway.store.postgres.schema import SCHEMA_VERSION
 from tests.contract.model import utf8
 from tests.postgres import PostgresServer
 
@@ -341,7 +342,7 @@ def test_nodes_starting_together_make_the_schema_once(postgres: PostgresServer) 
     for catalog in made:
         catalog.close()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [(1, 1)]
+        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [(1, SCHEMA_VERSION)]
         conn.execute("UPDATE schema_version SET version = 99")
     # A database a newer gateway migrated is refused, in one line.
     with pytest.raises(errors.StoreError, match="schema 99 is newer") as refused:
