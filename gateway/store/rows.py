@@ -13,12 +13,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .model import NULL_VERSION, Extent, ObjectAttrs, ObjectInfo, Part, Upload
+from .api import Cursor
+from .model import NULL_VERSION, Extent, ListEntry, ObjectAttrs, ObjectInfo, Part, Upload
 
 BUCKET_COLUMNS = "name, owner, region, created_ns, versioning"
 ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
 OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
 VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
+# What a scan of the versions table reads of each row (version_entry).
+VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns"
 UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
 PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
@@ -105,6 +108,17 @@ def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> Obj
         version_id=version_id,
         delete_marker=marker,
     )
+
+
+def version_entry(row: Sequence[Any]) -> tuple[Cursor, ListEntry]:
+    """A row of VERSION_ENTRY_COLUMNS, with its position (key bytes, seq); not the latest
+    (the Store decides which version is)."""
+    key, seq, is_null, marker, size, etag, mtime_ns = row
+    version_id = NULL_VERSION if is_null else seq
+    entry = ListEntry(
+        bytes(key).decode(), size, etag, mtime_ns, version_id, bool(marker), is_latest=False
+    )
+    return (bytes(key), seq), entry
 
 
 def upload_from_row(row: Sequence[Any]) -> Upload:

@@ -21,12 +21,14 @@ from ..rows import (
     PART_COLUMNS,
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
+    VERSION_ENTRY_COLUMNS,
     encode_attrs,
     encode_manifest,
     object_from_row,
     object_values,
     part_from_row,
     upload_from_row,
+    version_entry,
     version_from_row,
     version_values,
 )
@@ -131,25 +133,11 @@ class SqliteReader:
         where, args = _after(("key", "seq"), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
-            "SELECT key, seq, is_null, marker, size, etag, mtime_ns FROM versions "
+            f"SELECT {VERSION_ENTRY_COLUMNS} FROM versions "
             f"WHERE bucket = ? AND {where}{bound} ORDER BY key, seq LIMIT ?",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [
-            (
-                (key, seq),
-                ListEntry(
-                    key.decode(),
-                    size,
-                    etag,
-                    mtime,
-                    NULL_VERSION if is_null else seq,
-                    bool(marker),
-                    is_latest=False,
-                ),
-            )
-            for key, seq, is_null, marker, size, etag, mtime in rows
-        ]
+        return [version_entry(row) for row in rows]
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
