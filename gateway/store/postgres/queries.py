@@ -46,12 +46,14 @@ from ..rows import (
     PART_COLUMNS,
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
+    VERSION_ENTRY_COLUMNS,
     encode_attrs,
     encode_manifest,
     object_from_row,
     object_values,
     part_from_row,
     upload_from_row,
+    version_entry,
     version_from_row,
     version_values,
 )
@@ -177,25 +179,11 @@ class _Reads:
         where, args = _after(("key", "seq"), cursor, inclusive)
         bound = " AND key < %s" if end is not None else ""
         rows = await self._all(
-            "SELECT key, seq, is_null, marker, size, etag, mtime_ns FROM versions "
+            f"SELECT {VERSION_ENTRY_COLUMNS} FROM versions "
             f"WHERE bucket = %s AND {where}{bound} ORDER BY key, seq LIMIT %s",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [
-            (
-                (key, seq),
-                ListEntry(
-                    key.decode(),
-                    size,
-                    etag,
-                    mtime,
-                    NULL_VERSION if is_null else seq,
-                    marker,
-                    is_latest=False,
-                ),
-            )
-            for key, seq, is_null, marker, size, etag, mtime in rows
-        ]
+        return [version_entry(row) for row in rows]
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
@@ -309,7 +297,21 @@ class PostgresTx(ConnReader):
             self._locked_keys.add(where)
         if await self._one("SELECT 1 FROM objects WHERE bucket = %s AND key = %s", where):
             raise Conflict()
-        return await super().newest_version(bucket, key)
+        # The row is locked too: a removal of that version by its id (which takes no key
+        # lock) waits for this write, which may move it (a promotion), or this one for it.
+        sql = (
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s "
+            "ORDER BY seq LIMIT 1"
+        )
+        for _ in range(3):
+            row = await self._one(sql + " FOR UPDATE", where)
+            if row is not None:
+                return version_from_row(bucket, row)
+            # The newest row went while this waited for it (a locking read then skips it):
+            # the next statement sees what is left.
+            if await self._one(sql, where) is None:
+                return None
+        raise Conflict()
 
     async def upload_ids(self, bucket: str) -> list[str]:
         rows = await self._all("SELECT id FROM uploads WHERE bucket = %s", (bucket,))
@@ -448,7 +450,18 @@ class PostgresTx(ConnReader):
             f"RETURNING {VERSION_COLUMNS}",
             (bucket, key.encode(), *args),
         )
-        return version_from_row(bucket, row) if row else None
+        if row is not None:
+            return version_from_row(bucket, row)
+        # Not there: gone for good, or made current by a promotion this write did not see (its
+        # read of the current object came before, or waited for a row that then went). Then
+        # the write runs again, and finds the version current.
+        current = "version_id IS NULL" if version_id == NULL_VERSION else "version_id = %s"
+        if await self._one(
+            f"SELECT 1 FROM objects WHERE bucket = %s AND key = %s AND {current}",
+            (bucket, key.encode(), *args),
+        ):
+            raise Conflict()
+        return None
 
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
         # The version may be current or not (a copy from an older version): both tables.
