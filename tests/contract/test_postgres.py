@@ -398,7 +398,9 @@ def test_nodes_starting_together_make_the_schema_once(postgres: PostgresServer) 
     for catalog in made:
         catalog.close()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [(1, SCHEMA_VERSION)]
+        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [
+            (1, SCHEMA_VERSION)
+        ]
         conn.execute("UPDATE schema_version SET version = 99")
     # A database a newer gateway migrated is refused, in one line.
     with pytest.raises(errors.StoreError, match="schema 99 is newer") as refused:
