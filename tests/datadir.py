@@ -42,7 +42,10 @@ def inspect(data: Path) -> DataState:
             (inline_blobs if inline else file_blobs).add(blob_id)
             refs[blob_id] = count
         references: Counter[str] = Counter()
-        manifests = "SELECT manifest FROM objects UNION ALL SELECT manifest FROM parts"
+        manifests = (
+            "SELECT manifest FROM objects UNION ALL SELECT manifest FROM versions "
+            "UNION ALL SELECT manifest FROM parts"
+        )
         for (manifest,) in conn.execute(manifests):
             references.update(blob for blob, _, _ in json.loads(manifest))
     finally:

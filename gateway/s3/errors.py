@@ -38,6 +38,10 @@ CODES: dict[str, tuple[int, str]] = {
         "The unspecified location constraint is incompatible for the region specific endpoint "
         "this request was sent to.",
     ),
+    "IllegalVersioningConfigurationException": (
+        400,
+        "The Versioning element must be specified",
+    ),
     "IncompleteBody": (
         400,
         "You did not provide the number of bytes specified by the Content-Length HTTP header.",

@@ -40,7 +40,18 @@ class CatalogReader(Protocol):
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]: ...
 
-    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None: ...
+    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        """The key's current version, when it is an object (the objects table)."""
+        ...
+
+    async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        """A version kept in the versions table (noncurrent, or a delete marker), by its id;
+        "null" names the key's null version there."""
+        ...
+
+    async def newest_version(self, bucket: str, key: str) -> ObjectInfo | None:
+        """The first of the key's rows in the versions table (the newest of them)."""
+        ...
 
     async def get_upload(self, upload_id: str) -> Upload | None: ...
 
@@ -51,6 +62,14 @@ class CatalogReader(Protocol):
     ) -> list[tuple[Cursor, ListEntry]]:
         """Up to `limit` objects in key byte order, after (or from) `cursor`, keys < `end`,
         each with its position: (key bytes,)."""
+        ...
+
+    async def scan_versions(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[Cursor, ListEntry]]:
+        """Rows of the versions table by (key bytes, seq), after (or from) `cursor` (one or
+        both of those), keys < `end`, each with that position; `is_latest` False (the Store
+        decides which version is the latest)."""
         ...
 
     async def scan_uploads(
@@ -82,7 +101,9 @@ class CatalogAudit(Protocol):
 
     def audit_blobs(self) -> AsyncIterator[BlobRow]: ...
 
-    def audit_objects(self) -> AsyncIterator[ObjectInfo]: ...
+    def audit_objects(self) -> AsyncIterator[ObjectInfo]:
+        """Every version of every object: current objects, older versions, delete markers."""
+        ...
 
     def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
         """Every pending part, with its upload (None if the upload row is gone)."""
@@ -97,9 +118,15 @@ class CatalogTx(CatalogReader, Protocol):
         """Create the bucket, or return the one that already has the name."""
         ...
 
+    async def update_bucket(self, bucket: Bucket) -> None:
+        """Store a bucket's settings (its versioning state)."""
+        ...
+
     async def delete_bucket(self, name: str) -> None: ...
 
-    async def bucket_is_empty(self, name: str) -> bool: ...
+    async def bucket_is_empty(self, name: str) -> bool:
+        """No object, no older version and no delete marker."""
+        ...
 
     async def upload_ids(self, bucket: str) -> list[str]: ...
 
@@ -121,8 +148,19 @@ class CatalogTx(CatalogReader, Protocol):
         """Remove the row (its references are the caller's to release); the row, or None."""
         ...
 
+    async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
+        """Keep a version (an older object, or a delete marker) in the versions table, at
+        position `seq` among its key's versions (ascending: newest first)."""
+        ...
+
+    async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        """Remove a row of the versions table by its id ("null": the null version); the row,
+        or None. Its references are the caller's to release."""
+        ...
+
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
-        """Record a multipart object's content MD5, if the row is still that version."""
+        """Record a multipart object's content MD5 on that version, current or not, if it
+        still exists."""
         ...
 
     async def insert_upload(self, upload: Upload) -> None: ...

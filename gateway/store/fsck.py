@@ -1,9 +1,10 @@
 """fsck: does the catalog agree with the blob files?
 
 Checks that every extent names a blob that exists and covers it, that every file blob has its
-file with the recorded size, that each reference count equals the references found in object
-and part manifests, and (deep) that the bytes hash to what the catalog says: plain ETags,
-multipart `-N` ETags part by part, pending parts. Damage makes the exit status 1.
+file with the recorded size, that each reference count equals the references found in the
+manifests of every version of every object (current or not) and of pending parts, and (deep)
+that the bytes hash to what the catalog says: plain ETags, multipart `-N` ETags part by part,
+pending parts. Damage makes the exit status 1.
 
 Blob files the catalog does not know, and files under tmp/ and trash/, are leftovers of a
 crash, not damage: the next start sweeps exactly those (store.leftover_files decides for
@@ -24,7 +25,7 @@ from .. import digest
 from . import has_catalog, open_catalog
 from .api import BlobStore, Catalog, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
-from .model import Extent
+from .model import NULL_VERSION, Extent, ObjectInfo
 from .store import leftover_files
 
 READ_CHUNK = 1 << 20
@@ -132,7 +133,7 @@ async def _check(
 
     async for obj in catalog.audit.audit_objects():
         report.objects += 1
-        walk(f"{obj.bucket}/{obj.key}", obj.extents)
+        walk(_owner(obj), obj.extents)
     async for part, _upload in catalog.audit.audit_parts():
         report.parts += 1
         walk(f"upload {part.upload_id} part {part.number}", part.extents)
@@ -194,7 +195,9 @@ class _Stored:
 
 async def _stored(catalog: Catalog) -> AsyncIterator[_Stored]:
     async for obj in catalog.audit.audit_objects():
-        owner = f"{obj.bucket}/{obj.key}"
+        if obj.delete_marker:
+            continue  # no bytes
+        owner = _owner(obj)
         plain = digest.is_plain(obj.etag)
         md5s = [(owner, obj.etag)] if plain else []
         if obj.content_md5 is not None:
@@ -208,6 +211,13 @@ async def _stored(catalog: Catalog) -> AsyncIterator[_Stored]:
         if part.checksum is None:
             stored = {}
         yield _Stored(owner, part.extents, [(owner, part.etag)], None, (), stored)
+
+
+def _owner(obj: ObjectInfo) -> str:
+    """How a report names an object version."""
+    if obj.version_id == NULL_VERSION:
+        return f"{obj.bucket}/{obj.key}"
+    return f"{obj.bucket}/{obj.key} version {obj.version_id}"
 
 
 async def _check_bytes(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The version id of an object written while its bucket's versioning was never set or suspended.
+NULL_VERSION = "null"
+
 
 @dataclass(frozen=True)
 class Extent:
@@ -20,6 +23,9 @@ class Bucket:
     owner: str
     region: str
     created_ns: int
+    # None until PutBucketVersioning first sets it; then "Enabled" or "Suspended" (there is no
+    # way back to None, as on S3).
+    versioning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class ObjectInfo:
     parts: tuple[int, ...] = ()
     # The multipart upload that created the object, so that a retried Complete is answered.
     upload_id: str | None = None
+    version_id: str = NULL_VERSION
+    # A delete marker: a version without bytes that says "deleted" (size 0, no ETag).
+    delete_marker: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,9 @@ class ListEntry:
     size: int
     etag: str
     mtime_ns: int
+    version_id: str = NULL_VERSION
+    delete_marker: bool = False
+    is_latest: bool = True
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,33 @@ class ListPage:
     truncated: bool
     # The last key or common prefix returned: where the next page starts (exclusive).
     last: str | None
+
+
+@dataclass(frozen=True)
+class VersionsPage:
+    """A page of ListObjectVersions: versions and delete markers, keys ascending and newest
+    first within a key."""
+
+    entries: tuple[ListEntry, ...]
+    common_prefixes: tuple[str, ...]
+    truncated: bool
+    # Where the next page starts: the last entry's key and version id (or the last common
+    # prefix, and None), as AWS's NextKeyMarker / NextVersionIdMarker.
+    next_key: str | None
+    next_version_id: str | None
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What a delete did to one key (DeleteObject, an entry of DeleteObjects)."""
+
+    key: str
+    # The version asked for (None: the key alone, which deletes the latest version).
+    version_id: str | None
+    # A delete marker was made (the key alone, in a bucket whose versioning was ever set), or
+    # the version removed was one.
+    delete_marker: bool = False
+    marker_version_id: str | None = None
 
 
 def slice_extents(extents: tuple[Extent, ...], start: int, length: int) -> tuple[Extent, ...]:

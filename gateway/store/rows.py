@@ -1,6 +1,11 @@
 """The catalog's rows as the store's values, for every catalog adapter: the text encodings of
 attributes and manifests (JSON), and the columns a row of each table is read in. Both adapters
-store the same text, so a catalog moved from one engine to the other is copied row for row."""
+store the same text, so a catalog moved from one engine to the other is copied row for row.
+
+An object version is a row of `objects` (the key's current version) or of `versions` (the
+others, delete markers included; versions.py says why two tables): both hold the same
+ROW_COLUMNS. `objects.version_id` is NULL for the null version; a row of `versions` has its
+`seq` (a real version's id) and the flags `is_null` and `marker`."""
 
 from __future__ import annotations
 
@@ -8,9 +13,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .model import Extent, ObjectAttrs, ObjectInfo, Part, Upload
+from .api import Cursor
+from .model import NULL_VERSION, Extent, ListEntry, ObjectAttrs, ObjectInfo, Part, Upload
 
-OBJECT_COLUMNS = "key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
+BUCKET_COLUMNS = "name, owner, region, created_ns, versioning"
+ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
+OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
+VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
+# What a scan of the versions table reads of each row (version_entry).
+VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns"
 UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
 PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
@@ -39,10 +50,9 @@ def encode_parts(obj: ObjectInfo) -> str | None:
     return json.dumps(list(obj.parts)) if obj.parts else None
 
 
-def object_values(obj: ObjectInfo) -> tuple[Any, ...]:
-    """The values of OBJECT_COLUMNS for `obj` (the key as its UTF-8 bytes)."""
+def row_values(obj: ObjectInfo) -> tuple[Any, ...]:
+    """The values of ROW_COLUMNS for `obj`."""
     return (
-        obj.key.encode(),
         obj.size,
         obj.etag,
         obj.content_md5,
@@ -54,7 +64,35 @@ def object_values(obj: ObjectInfo) -> tuple[Any, ...]:
     )
 
 
+def object_values(obj: ObjectInfo) -> tuple[Any, ...]:
+    """The values of OBJECT_COLUMNS for `obj` (the key as its UTF-8 bytes)."""
+    version_id = None if obj.version_id == NULL_VERSION else obj.version_id
+    return (obj.key.encode(), *row_values(obj), version_id)
+
+
+def version_values(obj: ObjectInfo, seq: str) -> tuple[Any, ...]:
+    """The values of VERSION_COLUMNS for `obj` kept at `seq` among its key's versions."""
+    return (
+        obj.key.encode(),
+        *row_values(obj),
+        seq,
+        obj.version_id == NULL_VERSION,
+        obj.delete_marker,
+    )
+
+
 def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
+    """A row of the objects table (OBJECT_COLUMNS)."""
+    return _info(bucket, row[:9], row[9] or NULL_VERSION, False)
+
+
+def version_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
+    """A row of the versions table (VERSION_COLUMNS)."""
+    seq, is_null, marker = row[9:]
+    return _info(bucket, row[:9], NULL_VERSION if is_null else seq, bool(marker))
+
+
+def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> ObjectInfo:
     key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
     return ObjectInfo(
         bucket=bucket,
@@ -67,7 +105,20 @@ def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
         content_md5=content_md5,
         parts=tuple(json.loads(parts)) if parts else (),
         upload_id=upload_id,
+        version_id=version_id,
+        delete_marker=marker,
     )
+
+
+def version_entry(row: Sequence[Any]) -> tuple[Cursor, ListEntry]:
+    """A row of VERSION_ENTRY_COLUMNS, with its position (key bytes, seq); not the latest
+    (the Store decides which version is)."""
+    key, seq, is_null, marker, size, etag, mtime_ns = row
+    version_id = NULL_VERSION if is_null else seq
+    entry = ListEntry(
+        bytes(key).decode(), size, etag, mtime_ns, version_id, bool(marker), is_latest=False
+    )
+    return (bytes(key), seq), entry
 
 
 def upload_from_row(row: Sequence[Any]) -> Upload:

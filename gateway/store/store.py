@@ -21,11 +21,12 @@ from typing import TypeVar
 
 from .. import digest, metrics
 from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
-from . import errors, listing, staging
+from . import errors, listing, staging, versions
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
 from .model import (
     Bucket,
+    Deleted,
     Extent,
     ListPage,
     ObjectAttrs,
@@ -34,6 +35,7 @@ from .model import (
     StagedBlob,
     Upload,
     UploadsPage,
+    VersionsPage,
     WriteCondition,
     slice_extents,
 )
@@ -172,16 +174,16 @@ class Store:
         if frees:
             answer()
 
-    async def _put(self, tx: CatalogTx, obj: ObjectInfo, new_blobs: Sequence[StagedBlob]) -> None:
-        """Insert or replace an object. References to its extents are taken before the
-        replaced object's are dropped, in this one transaction, so replacing an object by a
-        copy of itself never frees a blob it still uses."""
+    async def _put(
+        self, tx: CatalogTx, obj: ObjectInfo, new_blobs: Sequence[StagedBlob]
+    ) -> ObjectInfo:
+        """Write an object as its key's latest version, as the bucket's versioning says
+        (versions.put); gives it with its version id and final time. References to its
+        extents are taken before the replaced version's are dropped, in this one transaction,
+        so replacing an object by a copy of itself never frees a blob it still uses."""
         await tx.retain(obj.extents, new_blobs)
-        old = await tx.delete_object(obj.bucket, obj.key)
-        if old is not None:
-            await tx.release(old.extents)
-        if not await tx.insert_object(obj):
-            raise errors.NoSuchBucket(BucketName=obj.bucket)
+        bucket = await _require_bucket(tx, obj.bucket)
+        return await versions.put(tx, bucket, obj)
 
     # --- buckets -------------------------------------------------------------------------------
 
@@ -204,8 +206,19 @@ class Store:
 
         return await self._write(commit)
 
+    async def set_versioning(self, name: str, status: str) -> Bucket:
+        """PutBucketVersioning: "Enabled" or "Suspended" (never back to unversioned)."""
+
+        async def commit(tx: CatalogTx) -> Bucket:
+            bucket = replace(await _require_bucket(tx, name), versioning=status)
+            await tx.update_bucket(bucket)
+            return bucket
+
+        return await self._write(commit)
+
     async def delete_bucket(self, name: str) -> None:
-        """Delete an empty bucket; its unfinished multipart uploads go with it."""
+        """Delete an empty bucket (no object, no older version, no delete marker); its
+        unfinished multipart uploads go with it."""
 
         async def commit(tx: CatalogTx) -> None:
             await _require_bucket(tx, name)
@@ -259,9 +272,9 @@ class Store:
             await _check_write(tx, bucket, key, condition)
             # The timestamp is taken inside the transaction so that commit order and
             # Last-Modified order agree.
-            final = replace(obj, mtime_ns=time.time_ns())
-            await self._put(tx, final, [blob] if blob.size else [])
-            return final
+            return await self._put(
+                tx, replace(obj, mtime_ns=time.time_ns()), [blob] if blob.size else []
+            )
 
         return await self._write(commit, staged)
 
@@ -269,17 +282,24 @@ class Store:
         """An early look at a write condition (it is checked again when the write commits)."""
         await _check_write(self._read, bucket, key, condition)
 
-    async def delete_objects(self, bucket: str, keys: Sequence[str]) -> None:
-        """Delete keys (a missing key is not an error, as in S3)."""
+    async def delete_objects(self, bucket: str, keys: Sequence[str]) -> list[Deleted]:
+        """Delete keys (a missing key is not an error, as in S3): in a bucket whose
+        versioning was ever set, each gets a delete marker."""
+        return await self.delete_versions(bucket, [(key, None) for key in keys])
 
-        async def commit(tx: CatalogTx) -> None:
-            await _require_bucket(tx, bucket)
-            for key in keys:
-                old = await tx.delete_object(bucket, key)
-                if old is not None:
-                    await tx.release(old.extents)
+    async def delete_versions(
+        self, bucket: str, targets: Sequence[tuple[str, str | None]]
+    ) -> list[Deleted]:
+        """DeleteObject and DeleteObjects: each (key, version id) removes that version for
+        good ("null": the null version); (key, None) deletes the key as the bucket's
+        versioning says (versions.delete). One transaction for them all."""
 
-        await self._write(commit, long=len(keys) > LONG, frees=True)
+        async def commit(tx: CatalogTx) -> list[Deleted]:
+            record = await _require_bucket(tx, bucket)
+            now = time.time_ns()
+            return [await versions.delete(tx, record, key, vid, now) for key, vid in targets]
+
+        return await self._write(commit, long=len(targets) > LONG, frees=True)
 
     async def copy_object(
         self,
@@ -311,8 +331,7 @@ class Store:
                 extents=source.extents,
                 content_md5=etag,
             )
-            await self._put(tx, obj, [])
-            return obj
+            return await self._put(tx, obj, [])
 
         return await self._write(commit)
 
@@ -456,10 +475,11 @@ class Store:
                 parts=tuple(p.size for p in picked),
                 upload_id=upload.id,
             )
-            await self._put(tx, obj, [])  # references the parts' blobs before the upload lets go
+            # References the parts' blobs before the upload lets go.
+            final = await self._put(tx, obj, [])
             for part in await tx.delete_upload(upload.id):
                 await tx.release(part.extents)
-            return obj
+            return final
 
         return await self._write(commit, long=len(chosen) > LONG)
 
@@ -505,17 +525,18 @@ class Store:
 
     # --- reading objects -----------------------------------------------------------------------
 
-    async def head_object(self, bucket: str, key: str) -> ObjectInfo:
-        obj = await self._read.get_object(bucket, key)
-        if obj is None:
-            await _require_bucket(self._read, bucket)
-            raise errors.NoSuchKey(Key=key)
-        return obj
+    async def head_object(self, bucket: str, key: str, version_id: str | None = None) -> ObjectInfo:
+        """The key's latest version, or the version `version_id` ("null": the null version).
+        NoSuchKey, NoSuchVersion, or versions.DeleteMarker when the latest version, or the
+        version asked for, is a delete marker."""
+        return await _lookup(self._read, bucket, key, version_id)
 
-    async def open_object(self, bucket: str, key: str) -> ObjectReader:
+    async def open_object(
+        self, bucket: str, key: str, version_id: str | None = None
+    ) -> ObjectReader:
         """Look an object up and open what its bytes need, as one consistent snapshot."""
         for _attempt in range(5):
-            obj = await self.head_object(bucket, key)
+            obj = await self.head_object(bucket, key, version_id)
             reader = ObjectReader(self._read, self.files, obj)
             try:
                 await reader.open()
@@ -545,6 +566,47 @@ class Store:
             return ListPage(tuple(rolled.items), rolled.prefixes, rolled.truncated, rolled.last)
 
         return await self.catalog.scan(page)
+
+    async def list_versions(
+        self,
+        bucket: str,
+        prefix: str,
+        delimiter: str,
+        key_marker: str,
+        version_id_marker: str,
+        max_keys: int,
+    ) -> VersionsPage:
+        """One page of ListObjectVersions (versions.list_page)."""
+
+        async def page(reader: CatalogReader) -> VersionsPage:
+            await _require_bucket(reader, bucket)
+            return await versions.list_page(
+                reader, bucket, prefix, delimiter, key_marker, version_id_marker, max_keys
+            )
+
+        return await self.catalog.scan(page)
+
+
+async def _lookup(
+    reader: CatalogReader, bucket: str, key: str, version_id: str | None
+) -> ObjectInfo:
+    if version_id is None:
+        obj = await reader.get_object(bucket, key)
+        if obj is not None:
+            return obj
+        record = await _require_bucket(reader, bucket)
+        if record.versioning is not None:
+            marker = await versions.latest_marker(reader, bucket, key)
+            if marker is not None:
+                raise versions.DeleteMarker(marker, by_id=False)
+        raise errors.NoSuchKey(Key=key)
+    found = await versions.find(reader, bucket, key, version_id)
+    if found is None:
+        await _require_bucket(reader, bucket)
+        raise versions.NoSuchVersion(Key=key, VersionId=version_id)
+    if found.delete_marker:
+        raise versions.DeleteMarker(found, by_id=True)
+    return found
 
 
 def _answer(fut: asyncio.Future[T], result: T | None, exc: BaseException | None) -> None:
@@ -599,11 +661,12 @@ async def _check_write(
 
 
 async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:
-    """The source of a copy must still be the version that was checked and hashed."""
-    current = await reader.get_object(source.bucket, source.key)
-    if current is None:
+    """The source of a copy must still be the version that was checked and hashed (current or
+    not: a newer version written meanwhile does not change the one being copied)."""
+    found = await versions.find(reader, source.bucket, source.key, source.version_id)
+    if found is None or found.delete_marker:
         raise errors.NoSuchKey(Key=source.key)
-    if current.extents != source.extents or current.etag != source.etag:
+    if found.extents != source.extents or found.etag != source.etag:
         raise errors.SourceChanged()
 
 

@@ -20,10 +20,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from gateway.store import Store, errors, open_catalog
+from gateway.store import Store, errors, open_catalog, versions
 from gateway.store.api import Catalog, CatalogTx
 from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, WriteCondition
 from gateway.store.postgres import PostgresCatalog
+from gateway.store.postgres.schema import SCHEMA_VERSION
 from tests.contract.model import utf8
 from tests.postgres import PostgresServer
 
@@ -149,6 +150,62 @@ def test_conditional_creates_racing_on_nodes_make_one_object(
         assert current.etag == made[0].etag
     runner.run(settled(stores))
     runner.run(check_exact(stores[0], tmp_path))
+
+
+def test_nodes_writing_and_deleting_versions_of_one_key_keep_every_acknowledged_version(
+    nodes: tuple[asyncio.Runner, list[Store]], tmp_path: Path
+) -> None:
+    """PUTs, deletes (delete markers) and removals of versions by id, of one key of an Enabled
+    bucket, through three nodes at once: whether the key had a current object or not, every
+    version acknowledged is there exactly once (and every one removed is gone), ids order the
+    versions as their times do, exactly one is the latest and GET agrees, counts are exact."""
+    runner, stores = nodes
+    first = stores[0]
+    runner.run(first.create_bucket("b", "owner", "us-east-1"))
+    runner.run(first.set_versioning("b", "Enabled"))
+    kept: set[str] = set()  # acknowledged version ids (objects and delete markers)
+    markers: set[str] = set()
+
+    async def storm(doomed: list[str]) -> list[object]:
+        async def one(n: int) -> object:
+            store = stores[n % 3]
+            if n < len(doomed):
+                return await store.delete_versions("b", [("k", doomed[n])])
+            if n % 4 == 0:
+                return await store.delete_objects("b", ["k"])
+            return await put(store, "b", "k", os.urandom(20 + n))
+
+        return await asyncio.gather(*(one(n) for n in range(24)), return_exceptions=True)
+
+    for round_ in range(8):
+        # Removes the newest versions of the round before (ids sort newest first), the latest
+        # among them: the next newest takes its place while the others write.
+        doomed = sorted(kept)[: 2 + round_ % 2]
+        outcomes = runner.run(storm(doomed))
+        assert [o for o in outcomes if isinstance(o, BaseException)] == []
+        kept -= set(doomed)
+        markers -= set(doomed)
+        for outcome in outcomes:
+            if isinstance(outcome, ObjectInfo):
+                kept.add(outcome.version_id)
+            elif isinstance(outcome, list) and outcome[0].version_id is None:
+                (deleted,) = outcome
+                kept.add(deleted.marker_version_id)
+                markers.add(deleted.marker_version_id)
+        runner.run(settled(stores))
+        page = runner.run(stores[round_ % 3].list_versions("b", "", "", "", "", 1000))
+        ids = [e.version_id for e in page.entries]
+        assert not page.truncated and sorted(ids) == sorted(kept)  # each exactly once
+        assert {e.version_id for e in page.entries if e.delete_marker} == markers
+        times = [e.mtime_ns for e in page.entries]
+        assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+        assert [e.is_latest for e in page.entries] == [True] + [False] * (len(ids) - 1)
+        if page.entries[0].delete_marker:
+            with pytest.raises(versions.DeleteMarker):
+                runner.run(stores[1].head_object("b", "k"))
+        else:
+            assert runner.run(stores[1].head_object("b", "k")).version_id == ids[0]
+        runner.run(check_exact(first, tmp_path))
 
 
 def test_complete_racing_on_two_nodes_runs_once(
@@ -341,7 +398,9 @@ def test_nodes_starting_together_make_the_schema_once(postgres: PostgresServer) 
     for catalog in made:
         catalog.close()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [(1, 1)]
+        assert conn.execute("SELECT one, version FROM schema_version").fetchall() == [
+            (1, SCHEMA_VERSION)
+        ]
         conn.execute("UPDATE schema_version SET version = 99")
     # A database a newer gateway migrated is refused, in one line.
     with pytest.raises(errors.StoreError, match="schema 99 is newer") as refused:

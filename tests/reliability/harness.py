@@ -353,7 +353,10 @@ def disk_usage(data: Path) -> tuple[int, int]:
     try:
         sizes = dict(conn.execute("SELECT id, size FROM blobs WHERE data IS NULL"))
         referenced: set[str] = set()
-        manifests = "SELECT manifest FROM objects UNION ALL SELECT manifest FROM parts"
+        manifests = (
+            "SELECT manifest FROM objects UNION ALL SELECT manifest FROM versions "
+            "UNION ALL SELECT manifest FROM parts"
+        )
         for (manifest,) in conn.execute(manifests):
             referenced.update(blob for blob, _, _ in json.loads(manifest))
     finally:

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from aiohttp import web
 
 from ...limits import MAX_ACL_XML
+from ...store.versions import DeleteMarker
 from .. import xml
 from ..context import Context
 from ..errors import S3Error
-from .objects import check_key
+from .objects import check_key, version_param
 
 PRIVATE_ACLS = {"private", "bucket-owner-full-control", "bucket-owner-read"}
 _GRANTEE = 'Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"'
@@ -58,7 +59,8 @@ async def get_bucket_acl(ctx: Context) -> web.StreamResponse:
 
 
 async def get_object_acl(ctx: Context) -> web.StreamResponse:
-    await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
+    # A latest delete marker: 404 NoSuchKey; a marker by its id: 405 (AWS).
+    await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
     return _policy(ctx, _bucket_owner(ctx))
 
 
@@ -87,7 +89,11 @@ async def put_bucket_acl(ctx: Context) -> web.StreamResponse:
 
 
 async def put_object_acl(ctx: Context) -> web.StreamResponse:
-    await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
+    try:
+        await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
+    except DeleteMarker as exc:
+        # AWS answers 405 here even when the marker is only the latest version.
+        raise S3Error("MethodNotAllowed", Method="PUT", ResourceType="DeleteMarker") from exc
     return await _put_acl(ctx, _bucket_owner(ctx))
 
 

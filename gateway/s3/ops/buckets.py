@@ -1,4 +1,5 @@
-"""ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation, GetBucketVersioning."""
+"""ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
+Get/PutBucketVersioning."""
 
 from __future__ import annotations
 
@@ -123,8 +124,33 @@ async def get_bucket_location(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_versioning(ctx: Context) -> web.StreamResponse:
-    # Versioning has never been enabled on any bucket: S3 answers an empty configuration.
-    return _xml(xml.render("VersioningConfiguration", []))
+    bucket = ctx.bucket_record
+    assert bucket is not None  # the dispatcher found it
+    # A bucket whose versioning was never set answers an empty configuration. MFADelete is
+    # sent only by a bucket that has had it enabled, which none here can.
+    return _xml(xml.render("VersioningConfiguration", [("Status", bucket.versioning)]))
+
+
+async def put_bucket_versioning(ctx: Context) -> web.StreamResponse:
+    root = xml.parse(await ctx.read_xml(MAX_BUCKET_XML))
+    if root.tag != "VersioningConfiguration":
+        raise S3Error("MalformedXML")
+    status = xml.child_text(root, "Status")
+    mfa_delete = xml.child_text(root, "MfaDelete")
+    if mfa_delete not in (None, "Enabled", "Disabled") or status not in (
+        None,
+        "Enabled",
+        "Suspended",
+    ):
+        raise S3Error("MalformedXML")  # `enabled` and `Disabled` too, as AWS answers them
+    if mfa_delete == "Enabled":
+        # MFA delete needs the root user's MFA device, which no user of this gateway has: AWS's
+        # answer to a request without a valid x-amz-mfa.
+        raise S3Error("AccessDenied", "Mfa Authentication must be used for this request")
+    if status is None:
+        raise S3Error("IllegalVersioningConfigurationException")
+    await ctx.store.set_versioning(ctx.bucket, status)
+    return web.Response()
 
 
 OPERATIONS = {
@@ -134,4 +160,5 @@ OPERATIONS = {
     "DeleteBucket": delete_bucket,
     "GetBucketLocation": get_bucket_location,
     "GetBucketVersioning": get_bucket_versioning,
+    "PutBucketVersioning": put_bucket_versioning,
 }

@@ -18,12 +18,14 @@ from ... import digest, metrics
 from ...limits import MAX_COPY_SIZE
 from ...store import ObjectInfo
 from ...store.errors import SourceChanged
+from ...store.model import NULL_VERSION
+from ...store.versions import DeleteMarker
 from .. import conditions, xml
 from ..authorize import authorize, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
-from .objects import attrs_from_headers, check_key, part_number
+from .objects import attrs_from_headers, check_key, check_version_id, part_number
 
 ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
 COPY_PREFIX = "x-amz-copy-source-"
@@ -50,11 +52,12 @@ _SELF_COPY_CHANGES = (
 class CopySource:
     bucket: str
     key: str
+    version_id: str | None = None  # ?versionId= in x-amz-copy-source
 
 
 def parse_copy_source(value: str) -> CopySource:
     """`x-amz-copy-source`: URL-encoded `bucket/key[?versionId=...]`, leading `/` optional."""
-    path, _, version = value.partition("?versionId=")
+    path, sep, version = value.partition("?versionId=")
     try:
         path = unquote(path, errors="strict")
     except UnicodeDecodeError as exc:
@@ -68,19 +71,29 @@ def parse_copy_source(value: str) -> CopySource:
             "x-amz-copy-source",
             value,
         )
-    if version and version != "null":
-        # No bucket has versioning, so only the null version exists.
-        raise S3Error("NoSuchVersion", Key=key, VersionId=version)
-    return CopySource(bucket, key)
+    return CopySource(bucket, key, version if sep else None)
 
 
-async def _source(ctx: Context, ref: CopySource) -> ObjectInfo:
-    """Look the source up, check the caller may read it and its x-amz-copy-source-if-*."""
+async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, str]]:
+    """Look the source up, check the caller may read it and its x-amz-copy-source-if-*. Gives
+    it with the x-amz-copy-source-version-id header the answer carries."""
     # The source is read with the caller's rights, as a GetObject of it would be.
-    authorize(ctx.user, "GetObject", await resolve_bucket(ctx.store, ref.bucket))
-    obj = await ctx.store.head_object(ref.bucket, check_key(ref.key))
+    bucket = await resolve_bucket(ctx.store, ref.bucket)
+    authorize(ctx.user, "GetObject", bucket)
+    version_id = check_version_id(ref.version_id, bucket)  # as GetObject judges ?versionId
+    try:
+        obj = await ctx.store.head_object(ref.bucket, check_key(ref.key), version_id)
+    except DeleteMarker as exc:
+        if exc.by_id:
+            raise S3Error(
+                "InvalidRequest",
+                "The source of a copy request may not specifically refer to a delete marker "
+                "by version id.",
+            ) from exc
+        raise S3Error("NoSuchKey", Key=ref.key) from exc
     conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns, prefix=COPY_PREFIX)
-    return obj
+    named = bucket.versioning is not None and obj.version_id != NULL_VERSION
+    return obj, ({"x-amz-copy-source-version-id": obj.version_id} if named else {})
 
 
 async def _whole_md5(ctx: Context, source: ObjectInfo) -> tuple[str, str | None]:
@@ -94,9 +107,9 @@ async def _whole_md5(ctx: Context, source: ObjectInfo) -> tuple[str, str | None]
     return computed, computed
 
 
-def _result(root: str, etag: str, mtime_ns: int) -> web.Response:
+def _result(root: str, etag: str, mtime_ns: int, headers: dict[str, str]) -> web.Response:
     body = xml.render(root, [("LastModified", xml.iso8601(mtime_ns)), ("ETag", digest.quote(etag))])
-    return web.Response(body=body, content_type="application/xml")
+    return web.Response(body=body, content_type="application/xml", headers=headers)
 
 
 async def copy_object(ctx: Context) -> web.StreamResponse:
@@ -106,14 +119,15 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive", directive)
     for _attempt in range(ATTEMPTS):
-        source = await _source(ctx, ref)
+        source, answer = await _source(ctx, ref)
         if source.size > MAX_COPY_SIZE:
             raise S3Error(
                 "InvalidRequest",
                 "The specified copy source is larger than the maximum allowable size for a "
                 f"copy source: {MAX_COPY_SIZE}",
             )
-        same = (ref.bucket, source.key) == (ctx.bucket, key)
+        # Copying an older version onto its own key is how a version is restored: allowed.
+        same = (ref.bucket, source.key, ref.version_id) == (ctx.bucket, key, None)
         if same and directive == "COPY" and not any(h in ctx.headers for h in _SELF_COPY_CHANGES):
             raise S3Error("InvalidRequest", _SELF_COPY)
         if directive == "REPLACE":
@@ -134,7 +148,9 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
             obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt)
         except SourceChanged:
             continue
-        return _result("CopyObjectResult", obj.etag, obj.mtime_ns)
+        if obj.version_id != NULL_VERSION:
+            answer["x-amz-version-id"] = obj.version_id
+        return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer)
     raise S3Error("SlowDown")
 
 
@@ -170,7 +186,7 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     for _attempt in range(ATTEMPTS):
-        source = await _source(ctx, ref)
+        source, answer = await _source(ctx, ref)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
         if length > MAX_COPY_SIZE:
             raise S3Error(
@@ -190,7 +206,7 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
             )
         except SourceChanged:
             continue
-        return _result("CopyPartResult", part.etag, part.mtime_ns)
+        return _result("CopyPartResult", part.etag, part.mtime_ns, answer)
     raise S3Error("SlowDown")
 
 

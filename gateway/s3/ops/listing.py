@@ -15,7 +15,7 @@ from ...store import ListPage
 from .. import xml
 from ..context import Context
 from ..errors import invalid_argument
-from .objects import parse_int
+from .objects import check_version_id, parse_int
 
 
 def max_count(ctx: Context, name: str) -> int:
@@ -142,8 +142,9 @@ async def list_objects_v2(ctx: Context) -> web.StreamResponse:
 
 
 async def list_object_versions(ctx: Context) -> web.StreamResponse:
-    """No bucket has versioning: every object is its own one version, the "null" version,
-    and the latest (what AWS answers for a bucket that never had versioning enabled)."""
+    """Versions and delete markers in one sequence (keys ascending, newest first within a
+    key), as AWS lists them; `max-keys` counts both, and the next page starts after the last
+    entry returned (AWS's recording, where its API text says "first key not returned")."""
     encoding, encode = encoder(ctx)
     key_marker = ctx.query.get("key-marker", "")
     version_marker = ctx.query.get("version-id-marker", "")
@@ -153,38 +154,49 @@ async def list_object_versions(ctx: Context) -> web.StreamResponse:
             "version-id-marker",
             version_marker,
         )
-    if version_marker not in ("", "null"):
-        raise invalid_argument("Invalid version id specified", "version-id-marker", version_marker)
-    page, prefix, delimiter, max_keys = await _page(ctx, key_marker)
+    if version_marker:
+        check_version_id(version_marker, ctx.bucket_record, "version-id-marker")
+    prefix = ctx.query.get("prefix", "")
+    delimiter = ctx.query.get("delimiter", "")
+    max_keys = max_count(ctx, "max-keys")
+    page = await ctx.store.list_versions(
+        ctx.bucket, prefix, delimiter, key_marker, version_marker, max_keys
+    )
     owner = _bucket_owner(ctx)
     nodes: list[xml.Node] = [
         ("Name", ctx.bucket),
         ("Prefix", encode(prefix)),
         ("KeyMarker", encode(key_marker)),
         ("VersionIdMarker", version_marker),
-        ("NextKeyMarker", encode(page.last) if page.truncated and page.last else None),
-        ("NextVersionIdMarker", "null" if page.truncated and page.entries else None),
+        ("NextKeyMarker", encode(page.next_key) if page.next_key is not None else None),
+        ("NextVersionIdMarker", page.next_version_id),
         ("MaxKeys", max_keys),
         ("Delimiter", encode(delimiter) if delimiter else None),
         ("EncodingType", encoding),
         ("IsTruncated", page.truncated),
     ]
-    nodes += [
-        (
-            "Version",
-            [
-                ("Key", encode(e.key)),
-                ("VersionId", "null"),
-                ("IsLatest", True),
-                ("LastModified", xml.iso8601(e.mtime_ns)),
-                ("ETag", digest.quote(e.etag)),
-                ("Size", e.size),
-                ("Owner", owner),
-                ("StorageClass", "STANDARD"),
-            ],
+    for e in page.entries:
+        common: list[xml.Node] = [
+            ("Key", encode(e.key)),
+            ("VersionId", e.version_id),
+            ("IsLatest", e.is_latest),
+            ("LastModified", xml.iso8601(e.mtime_ns)),
+        ]
+        if e.delete_marker:
+            nodes.append(("DeleteMarker", [*common, ("Owner", owner)]))
+            continue
+        nodes.append(
+            (
+                "Version",
+                [
+                    *common,
+                    ("ETag", digest.quote(e.etag)),
+                    ("Size", e.size),
+                    ("Owner", owner),
+                    ("StorageClass", "STANDARD"),
+                ],
+            )
         )
-        for e in page.entries
-    ]
     nodes += [("CommonPrefixes", [("Prefix", encode(p))]) for p in page.common_prefixes]
     return web.Response(
         body=xml.render("ListVersionsResult", nodes), content_type="application/xml"

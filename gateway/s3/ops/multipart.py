@@ -11,6 +11,7 @@ from aiohttp import web
 from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_SIZE
 from ...store import Part, Upload
+from ...store.model import NULL_VERSION
 from .. import checksums, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -158,7 +159,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
         upload_id, ctx.bucket, key, chosen, object_checksum, condition
     )
     location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
-    return _xml(
+    response = _xml(
         "CompleteMultipartUploadResult",
         [
             ("Location", location),
@@ -168,6 +169,9 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             *checksum_nodes(obj.attrs.checksums),
         ],
     )
+    if obj.version_id != NULL_VERSION:  # none for a null version, as PutObject
+        response.headers["x-amz-version-id"] = obj.version_id
+    return response
 
 
 def checksum_nodes(headers: Mapping[str, str]) -> list[xml.Node]:

@@ -15,15 +15,19 @@ from multidict import CIMultiDict
 from ... import digest
 from ...limits import MAX_DELETE_KEYS, MAX_DELETE_XML, MAX_KEY_BYTES, MAX_PART_NUMBER
 from ...store import (
+    Bucket,
     ObjectAttrs,
     ObjectInfo,
     ObjectReader,
     StagedBlob,
     WriteCondition,
 )
+from ...store.model import NULL_VERSION, Deleted
+from ...store.versions import DeleteMarker, is_version_id
 from .. import conditions, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
+from ..middleware import REQUEST_ID
 from ..ranges import parse_range
 
 MAX_USER_METADATA = 2048  # bytes of x-amz-meta-* names and values (AWS: 2 KB)
@@ -151,6 +155,65 @@ def content_md5(headers: Mapping[str, str]) -> bytes | None:
     return raw
 
 
+def versioned(ctx: Context) -> bool:
+    """Was the bucket's versioning ever set? Only then do answers carry x-amz-version-id
+    (rclone goes looking for a version it is told of, even `null`)."""
+    return ctx.bucket_record is not None and ctx.bucket_record.versioning is not None
+
+
+def version_param(ctx: Context) -> str | None:
+    """?versionId, judged by `check_version_id`."""
+    return check_version_id(ctx.endpoint.version_id, ctx.bucket_record)
+
+
+def check_version_id(
+    version_id: str | None, bucket: Bucket | None, name: str = "versionId"
+) -> str | None:
+    """A version id a request names (in `name`): "null", or an id of this gateway's form in a
+    bucket whose versioning was ever set; anything else is AWS's InvalidArgument."""
+    if version_id is None or version_id == NULL_VERSION:
+        return version_id
+    if version_id == "":
+        raise invalid_argument("Version id cannot be the empty string", name, "")
+    if bucket is None or bucket.versioning is None or not is_version_id(version_id):
+        raise invalid_argument("Invalid version id specified", name, version_id)
+    return version_id
+
+
+def version_headers(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
+    """x-amz-version-id of the version a GET, HEAD or copy reads or a write made."""
+    if obj.version_id != NULL_VERSION or versioned(ctx):
+        return {"x-amz-version-id": obj.version_id}
+    return {}
+
+
+def error_response(ctx: Context, exc: S3Error, headers: Mapping[str, str]) -> web.Response:
+    """An error answered with headers of its own (the middleware renders the others)."""
+    if ctx.request.method == "HEAD":
+        return web.Response(status=exc.status, headers=headers)
+    resource = ctx.request.raw_path.partition("?")[0]
+    return web.Response(
+        status=exc.status,
+        headers=headers,
+        body=exc.to_xml(resource, ctx.request[REQUEST_ID]),
+        content_type="application/xml",
+    )
+
+
+def delete_marker_response(ctx: Context, exc: DeleteMarker) -> web.Response:
+    """The latest version is a delete marker: 404 NoSuchKey; or the version asked for is one:
+    405 MethodNotAllowed with Allow: DELETE and the marker's Last-Modified (AWS's GetObject and
+    HeadObject pages). Both say which marker."""
+    marker = exc.marker
+    headers = {"x-amz-delete-marker": "true", "x-amz-version-id": marker.version_id}
+    if not exc.by_id:
+        return error_response(ctx, S3Error("NoSuchKey", Key=marker.key), headers)
+    headers["Allow"] = "DELETE"
+    headers["Last-Modified"] = xml.http_date(marker.mtime_ns)
+    error = S3Error("MethodNotAllowed", Method=ctx.request.method, ResourceType="DeleteMarker")
+    return error_response(ctx, error, headers)
+
+
 def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
     # Case-insensitive: a response-* override replaces the stored header of any spelling.
     headers = CIMultiDict(
@@ -166,6 +229,11 @@ def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
     for name, value in obj.attrs.meta.items():
         headers["x-amz-meta-" + name] = value
     return headers
+
+
+# Headers a 304 Not Modified repeats (RFC 9110 15.4.5: those a 200 would have sent that
+# describe the version).
+_NOT_MODIFIED_HEADERS = ("ETag", "Last-Modified", "x-amz-version-id")
 
 
 # --- PutObject ---------------------------------------------------------------------------------
@@ -212,14 +280,20 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     checksum = ctx.payload.checksum_headers()
     attrs = replace(attrs, headers=headers, checksums=checksum)
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition)
-    return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum})
+    # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
+    made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
+    return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum, **made})
 
 
 # --- GetObject / HeadObject ----------------------------------------------------------------------
 
 
 async def get_object(ctx: Context) -> web.StreamResponse:
-    reader = await ctx.store.open_object(ctx.bucket, check_key(ctx.key))
+    key, version_id = check_key(ctx.key), version_param(ctx)
+    try:
+        reader = await ctx.store.open_object(ctx.bucket, key, version_id)
+    except DeleteMarker as exc:
+        return delete_marker_response(ctx, exc)
     try:
         return await _send_object(ctx, reader)
     finally:
@@ -227,7 +301,11 @@ async def get_object(ctx: Context) -> web.StreamResponse:
 
 
 async def head_object(ctx: Context) -> web.StreamResponse:
-    obj = await ctx.store.head_object(ctx.bucket, check_key(ctx.key))
+    key, version_id = check_key(ctx.key), version_param(ctx)
+    try:
+        obj = await ctx.store.head_object(ctx.bucket, key, version_id)
+    except DeleteMarker as exc:
+        return delete_marker_response(ctx, exc)
     return await _send_object(ctx, None, obj)
 
 
@@ -239,10 +317,11 @@ async def _send_object(
     assert obj is not None
     overrides = response_overrides(ctx.query)
     headers = object_headers(obj)
+    headers.update(version_headers(ctx, obj))
     if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
         return web.Response(
             status=304,
-            headers={k: headers[k] for k in ("ETag", "Last-Modified")},
+            headers={k: v for k, v in headers.items() if k in _NOT_MODIFIED_HEADERS},
         )
     headers.update(overrides)
     requested = _requested_part(ctx, obj, headers)
@@ -319,8 +398,16 @@ def _requested_part(
 
 
 async def delete_object(ctx: Context) -> web.StreamResponse:
-    await ctx.store.delete_objects(ctx.bucket, [check_key(ctx.key)])
-    return web.Response(status=204)
+    key, version_id = check_key(ctx.key), version_param(ctx)
+    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)])
+    headers = {}
+    if done.delete_marker:  # a marker made, or the version removed was one
+        headers["x-amz-delete-marker"] = "true"
+    if done.marker_version_id is not None:
+        headers["x-amz-version-id"] = done.marker_version_id
+    elif done.version_id is not None and versioned(ctx):
+        headers["x-amz-version-id"] = done.version_id
+    return web.Response(status=204, headers=headers)
 
 
 async def delete_objects(ctx: Context) -> web.StreamResponse:
@@ -346,20 +433,40 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
     if not wanted or len(wanted) > MAX_DELETE_KEYS:
         raise S3Error("MalformedXML")
 
-    deletable: list[str] = []
-    results: list[xml.Node] = []
+    # Entries answer in the request's order: errors found here, the rest once deleted.
+    results: list[xml.Node | None] = []
+    deletable: list[tuple[int, str, str | None]] = []
     for key, version in wanted:
-        if version not in (None, "null"):
+        if version is not None and not (
+            version == NULL_VERSION or (versioned(ctx) and is_version_id(version))
+        ):
+            # DeleteObject says InvalidArgument for such an id; DeleteObjects, NoSuchVersion.
             results.append(_delete_error(key, version, "NoSuchVersion"))
         elif len(key.encode()) > MAX_KEY_BYTES:
             results.append(_delete_error(key, version, "KeyTooLongError"))
         else:
-            deletable.append(key)
-            if not quiet:
-                results.append(("Deleted", [("Key", key), ("VersionId", version)]))
+            deletable.append((len(results), key, version))
+            results.append(None)
     if deletable:
-        await ctx.store.delete_objects(ctx.bucket, deletable)
-    return web.Response(body=xml.render("DeleteResult", results), content_type="application/xml")
+        done = await ctx.store.delete_versions(ctx.bucket, [(k, v) for _, k, v in deletable])
+        for (at, _, _), deleted in zip(deletable, done, strict=True):
+            results[at] = None if quiet else _deleted(deleted)
+    return web.Response(
+        body=xml.render("DeleteResult", [r for r in results if r is not None]),
+        content_type="application/xml",
+    )
+
+
+def _deleted(done: Deleted) -> xml.Node:
+    return (
+        "Deleted",
+        [
+            ("Key", done.key),
+            ("VersionId", done.version_id),
+            ("DeleteMarker", True if done.delete_marker else None),
+            ("DeleteMarkerVersionId", done.marker_version_id),
+        ],
+    )
 
 
 def _delete_error(key: str, version: str | None, code: str) -> xml.Node:

@@ -346,8 +346,10 @@ class PostgresCatalog:
 
     def totals(self) -> tuple[int, int]:
         count, size = self.blocking(
+            # Older versions take space too (they are not objects a listing shows).
             lambda conn: conn.execute(
-                "SELECT count(*), coalesce(sum(size), 0) FROM objects"
+                "SELECT count(*), coalesce(sum(size), 0) "
+                "+ (SELECT coalesce(sum(size), 0) FROM versions) FROM objects"
             ).fetchone(),
             alone=True,  # a whole-table scan
         )

@@ -16,7 +16,15 @@ writers on other connections (READ COMMITTED; see the package's docstring for th
   released, as a later write would; unless this write read that key's state (a condition,
   a copy's source), in which case the whole write runs again (Conflict) to check it anew.
   Other rows made twice at once (a bucket, a part number) fail with a unique violation, and
-  the write runs again too.
+  the write runs again too. A versioned write that meets such a row runs again as well (the
+  row is a version that must be kept, not replaced);
+- versions (versions.py) move between `objects` and `versions`. While a key has a current
+  object, its row serialises the writes to the key. When it has none, a versioned write
+  (a delete marker, a first version, a promotion) takes the key's row of `key_locks` first
+  (newest_version): inserted by the write, deleted before its commit, it makes the next
+  writer's insert wait for that commit, as a per-key lock that leaves nothing behind and
+  needs no advisory lock. Then the write looks again: a current object made meanwhile runs
+  the write again.
 
 No S3 rule is decided here: which write may happen, and in what order, is the Store service's.
 """
@@ -31,17 +39,23 @@ import psycopg
 
 from .. import errors
 from ..api import BlobRow, Cursor
-from ..model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..model import NULL_VERSION, Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
 from ..rows import (
+    BUCKET_COLUMNS,
     OBJECT_COLUMNS,
     PART_COLUMNS,
     UPLOAD_COLUMNS,
+    VERSION_COLUMNS,
+    VERSION_ENTRY_COLUMNS,
     encode_attrs,
     encode_manifest,
     object_from_row,
     object_values,
     part_from_row,
     upload_from_row,
+    version_entry,
+    version_from_row,
+    version_values,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +63,6 @@ if TYPE_CHECKING:
 
 Row = tuple[Any, ...]
 
-_BUCKET_COLUMNS = "name, owner, region, created_ns"
 _OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
 
 
@@ -64,6 +77,14 @@ def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str
     if len(lead) == 1:
         return f"{lead[0]} {op} %s", list(cursor)
     return f"({', '.join(lead)}) {op} ({', '.join(['%s'] * len(lead))})", list(cursor)
+
+
+def _version_where(version_id: str) -> tuple[str, tuple[str, ...]]:
+    """A key's row of the versions table by id: a real id is the row's `seq`; the null
+    version is found by its flag (through the partial unique index)."""
+    if version_id == NULL_VERSION:
+        return "is_null", ()
+    return "seq = %s AND NOT is_null", (version_id,)
 
 
 class _Reads:
@@ -83,16 +104,16 @@ class _Reads:
 
     async def get_bucket(self, name: str) -> Bucket | None:
         row = await self._one(
-            f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE name = %s{self._BUCKET_LOCK}", (name,)
+            f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = %s{self._BUCKET_LOCK}", (name,)
         )
         return Bucket(*row) if row else None
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]:
         if owner is None:
-            rows = await self._all(f"SELECT {_BUCKET_COLUMNS} FROM buckets ORDER BY name")
+            rows = await self._all(f"SELECT {BUCKET_COLUMNS} FROM buckets ORDER BY name")
         else:
             rows = await self._all(
-                f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE owner = %s ORDER BY name", (owner,)
+                f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE owner = %s ORDER BY name", (owner,)
             )
         return [Bucket(*row) for row in rows]
 
@@ -105,6 +126,22 @@ class _Reads:
             # object is a new row). The next statement's snapshot has that commit in it.
             row = await self._one(sql + self._OBJECT_LOCK, (bucket, key.encode()))
         return object_from_row(bucket, row) if row else None
+
+    async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        where, args = _version_where(version_id)
+        row = await self._one(
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s AND {where}",
+            (bucket, key.encode(), *args),
+        )
+        return version_from_row(bucket, row) if row else None
+
+    async def newest_version(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = await self._one(
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s "
+            "ORDER BY seq LIMIT 1",
+            (bucket, key.encode()),
+        )
+        return version_from_row(bucket, row) if row else None
 
     async def get_upload(self, upload_id: str) -> Upload | None:
         row = await self._one(
@@ -126,13 +163,27 @@ class _Reads:
         where, args = _after(("key",), cursor, inclusive)
         bound = " AND key < %s" if end is not None else ""
         rows = await self._all(
-            f"SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = %s AND {where}{bound} "
-            "ORDER BY key LIMIT %s",
+            "SELECT key, size, etag, mtime_ns, version_id FROM objects "
+            f"WHERE bucket = %s AND {where}{bound} ORDER BY key LIMIT %s",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
         return [
-            ((key,), ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
+            ((key,), ListEntry(key.decode(), size, etag, mtime, version or NULL_VERSION))
+            for key, size, etag, mtime, version in rows
         ]
+
+    async def scan_versions(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[Cursor, ListEntry]]:
+        # bytea and "C" text compare as bytes: the order of SQLite's BLOB and TEXT columns.
+        where, args = _after(("key", "seq"), cursor, inclusive)
+        bound = " AND key < %s" if end is not None else ""
+        rows = await self._all(
+            f"SELECT {VERSION_ENTRY_COLUMNS} FROM versions "
+            f"WHERE bucket = %s AND {where}{bound} ORDER BY key, seq LIMIT %s",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [version_entry(row) for row in rows]
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
@@ -200,6 +251,7 @@ class PostgresTx(ConnReader):
         # Keys whose state this write read (a condition, a copy's source): True if a row was
         # there (then it is locked until the commit), False if none was.
         self._checked: dict[tuple[str, str], bool] = {}
+        self._locked_keys: set[tuple[str, bytes]] = set()  # rows of key_locks held
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         obj = await super().get_object(bucket, key)
@@ -213,10 +265,15 @@ class PostgresTx(ConnReader):
         # Two creating the same name at once: the second's INSERT fails (unique violation),
         # and its write, run again, finds the first's bucket.
         await self._run(
-            f"INSERT INTO buckets ({_BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s)",
-            (bucket.name, bucket.owner, bucket.region, bucket.created_ns),
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s, %s)",
+            (bucket.name, bucket.owner, bucket.region, bucket.created_ns, bucket.versioning),
         )
         return None
+
+    async def update_bucket(self, bucket: Bucket) -> None:
+        await self._run(
+            "UPDATE buckets SET versioning = %s WHERE name = %s", (bucket.versioning, bucket.name)
+        )
 
     async def delete_bucket(self, name: str) -> None:
         await self._run("DELETE FROM buckets WHERE name = %s", (name,))
@@ -226,7 +283,35 @@ class PostgresTx(ConnReader):
         # commit, so once this lock is ours every object they made is visible below, and no
         # new one can be made until this transaction ends.
         await self._all("SELECT 1 FROM buckets WHERE name = %s FOR UPDATE", (name,))
-        return await self._one("SELECT 1 FROM objects WHERE bucket = %s LIMIT 1", (name,)) is None
+        for table in ("objects", "versions"):
+            if await self._one(f"SELECT 1 FROM {table} WHERE bucket = %s LIMIT 1", (name,)):
+                return False
+        return True
+
+    async def newest_version(self, bucket: str, key: str) -> ObjectInfo | None:
+        # A write asks when the key has no current object (it looked): it locks the key, then
+        # makes sure no writer that held the lock before it made one since.
+        where = (bucket, key.encode())
+        if where not in self._locked_keys:
+            await self._run("INSERT INTO key_locks (bucket, key) VALUES (%s, %s)", where)
+            self._locked_keys.add(where)
+        if await self._one("SELECT 1 FROM objects WHERE bucket = %s AND key = %s", where):
+            raise Conflict()
+        # The row is locked too: a removal of that version by its id (which takes no key
+        # lock) waits for this write, which may move it (a promotion), or this one for it.
+        sql = (
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s "
+            "ORDER BY seq LIMIT 1"
+        )
+        for _ in range(3):
+            row = await self._one(sql + " FOR UPDATE", where)
+            if row is not None:
+                return version_from_row(bucket, row)
+            # The newest row went while this waited for it (a locking read then skips it):
+            # the next statement sees what is left.
+            if await self._one(sql, where) is None:
+                return None
+        raise Conflict()
 
     async def upload_ids(self, bucket: str) -> list[str]:
         rows = await self._all("SELECT id FROM uploads WHERE bucket = %s", (bucket,))
@@ -249,6 +334,15 @@ class PostgresTx(ConnReader):
         in id order. Taken as they came (a copy locks its source's blob, then waits for the
         destination's row; a PUT holding that row then releases the same blob) two writers
         deadlock, and PostgreSQL takes a second (deadlock_timeout) to break it."""
+        if self._locked_keys:
+            # Gone before the commit: the writers waiting on these rows go on once it is made.
+            buckets, keys = (list(column) for column in zip(*self._locked_keys, strict=True))
+            await self._run(
+                "DELETE FROM key_locks USING unnest(%s::text[], %s::bytea[]) AS k(bucket, key) "
+                "WHERE key_locks.bucket = k.bucket AND key_locks.key = k.key",
+                (buckets, keys),
+            )
+            self._locked_keys.clear()
         changes = sorted((blob, n) for blob, n in self._deltas.items() if n)
         self._deltas.clear()
         if not changes:
@@ -300,6 +394,9 @@ class PostgresTx(ConnReader):
         where = (obj.bucket, obj.key.encode())
         for _ in range(3):
             if await self._run(insert, (obj.bucket, *values, obj.bucket)) == 1:
+                if (obj.bucket, obj.key) in self._checked:
+                    # The row is this write's now (a promoted version), locked until the end.
+                    self._checked[obj.bucket, obj.key] = True
                 return True
             # Another write made the key's row after this one's delete_object looked (it
             # replaced the row this one waited for, or the key had none)...
@@ -314,9 +411,11 @@ class PostgresTx(ConnReader):
             # ...a write that checked the key's state (a condition) must check it anew; any
             # other replaces that row as a later write would, its references released. By an
             # UPDATE: the writers queued on the row then lock the version this one makes.
-            if (obj.bucket, obj.key) in self._checked:
+            there = object_from_row(obj.bucket, row)
+            versioned = (obj.version_id, there.version_id) != (NULL_VERSION, NULL_VERSION)
+            if (obj.bucket, obj.key) in self._checked or versioned:
                 raise Conflict()
-            await self.release(object_from_row(obj.bucket, row).extents)
+            await self.release(there.extents)
             await self._run(
                 f"UPDATE objects SET ({_OBJECT_FIELDS}) = ({', '.join(['%s'] * len(values[1:]))}) "
                 "WHERE bucket = %s AND key = %s",
@@ -336,11 +435,42 @@ class PostgresTx(ConnReader):
             raise Conflict()
         return object_from_row(bucket, row) if row else None
 
-    async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
+    async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
+        values = version_values(obj, seq)
         await self._run(
-            "UPDATE objects SET content_md5 = %s WHERE bucket = %s AND key = %s AND manifest = %s",
-            (md5, obj.bucket, obj.key.encode(), encode_manifest(obj.extents)),
+            f"INSERT INTO versions (bucket, {VERSION_COLUMNS}) "
+            f"VALUES ({', '.join(['%s'] * (1 + len(values)))})",
+            (obj.bucket, *values),
         )
+
+    async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        where, args = _version_where(version_id)
+        row = await self._one(
+            f"DELETE FROM versions WHERE bucket = %s AND key = %s AND {where} "
+            f"RETURNING {VERSION_COLUMNS}",
+            (bucket, key.encode(), *args),
+        )
+        if row is not None:
+            return version_from_row(bucket, row)
+        # Not there: gone for good, or made current by a promotion this write did not see (its
+        # read of the current object came before, or waited for a row that then went). Then
+        # the write runs again, and finds the version current.
+        current = "version_id IS NULL" if version_id == NULL_VERSION else "version_id = %s"
+        if await self._one(
+            f"SELECT 1 FROM objects WHERE bucket = %s AND key = %s AND {current}",
+            (bucket, key.encode(), *args),
+        ):
+            raise Conflict()
+        return None
+
+    async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
+        # The version may be current or not (a copy from an older version): both tables.
+        for table in ("objects", "versions"):
+            await self._run(
+                f"UPDATE {table} SET content_md5 = %s "
+                "WHERE bucket = %s AND key = %s AND etag = %s AND manifest = %s",
+                (md5, obj.bucket, obj.key.encode(), obj.etag, encode_manifest(obj.extents)),
+            )
 
     async def insert_upload(self, upload: Upload) -> None:
         await self._run(
@@ -408,6 +538,8 @@ class PostgresAudit:
     async def audit_objects(self) -> AsyncIterator[ObjectInfo]:
         async for row in self.catalog.stream(f"SELECT bucket, {OBJECT_COLUMNS} FROM objects"):
             yield object_from_row(row[0], row[1:])
+        async for row in self.catalog.stream(f"SELECT bucket, {VERSION_COLUMNS} FROM versions"):
+            yield version_from_row(row[0], row[1:])
 
     async def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
         async for row in self.catalog.stream(

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -70,6 +70,38 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             size        bigint NOT NULL,
             refs        bigint NOT NULL,
             data        bytea
+        )""",
+    ),
+    # Versioning (versions.py): a bucket's state, the current version's id (NULL: the null
+    # version), and the other versions and delete markers, ordered by `seq` in byte order
+    # ("C") as on SQLite. Rows already stored are their keys' null versions, in place.
+    2: (
+        "ALTER TABLE buckets ADD COLUMN IF NOT EXISTS versioning text",
+        'ALTER TABLE objects ADD COLUMN IF NOT EXISTS version_id text COLLATE "C"',
+        """CREATE TABLE IF NOT EXISTS versions (
+            bucket      text COLLATE "C" NOT NULL,
+            key         bytea NOT NULL,
+            seq         text COLLATE "C" NOT NULL,
+            is_null     boolean NOT NULL,
+            marker      boolean NOT NULL,
+            size        bigint NOT NULL,
+            etag        text NOT NULL,
+            content_md5 text,
+            mtime_ns    bigint NOT NULL,
+            attrs       text NOT NULL,
+            manifest    text NOT NULL,
+            parts       text,
+            upload_id   text,
+            PRIMARY KEY (bucket, key, seq)
+        )""",
+        # A key has at most one null version.
+        "CREATE UNIQUE INDEX IF NOT EXISTS versions_null ON versions (bucket, key) WHERE is_null",
+        # The per-key lock of versioned writes on a key with no current object (queries.py):
+        # a row lives only inside the transaction that holds it.
+        """CREATE TABLE IF NOT EXISTS key_locks (
+            bucket      text COLLATE "C" NOT NULL,
+            key         bytea NOT NULL,
+            PRIMARY KEY (bucket, key)
         )""",
     ),
 }

@@ -69,6 +69,9 @@ class SqliteCatalog:
             conn = connect(self.path)
             try:
                 count, size = conn.execute("SELECT count(*), total(size) FROM objects").fetchone()
+                # Older versions take space too (they are not objects a listing shows).
+                (older,) = conn.execute("SELECT total(size) FROM versions").fetchone()
+                size += older
             finally:
                 conn.close()
         except sqlite3.Error as exc:

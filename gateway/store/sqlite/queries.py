@@ -14,21 +14,35 @@ from typing import Any
 
 from .. import errors
 from ..api import BlobRow, Cursor
-from ..model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..model import NULL_VERSION, Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
 from ..rows import (
+    BUCKET_COLUMNS,
     OBJECT_COLUMNS,
     PART_COLUMNS,
     UPLOAD_COLUMNS,
+    VERSION_COLUMNS,
+    VERSION_ENTRY_COLUMNS,
     encode_attrs,
     encode_manifest,
     object_from_row,
     object_values,
     part_from_row,
     upload_from_row,
+    version_entry,
+    version_from_row,
+    version_values,
 )
 
 # Names looked up per statement: well under SQLite's limit on bound parameters.
 _LOOKUP_BATCH = 500
+
+
+def _version_where(version_id: str) -> tuple[str, tuple[str, ...]]:
+    """A key's row of the versions table by id: a real id is the row's `seq`; the null
+    version is found by its flag (through the partial unique index)."""
+    if version_id == NULL_VERSION:
+        return "is_null = 1", ()
+    return "seq = ? AND is_null = 0", (version_id,)
 
 
 def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str, list[Any]]:
@@ -48,19 +62,16 @@ class SqliteReader:
 
     async def get_bucket(self, name: str) -> Bucket | None:
         row = self.conn.execute(
-            "SELECT name, owner, region, created_ns FROM buckets WHERE name = ?", (name,)
+            f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = ?", (name,)
         ).fetchone()
         return Bucket(*row) if row else None
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]:
         if owner is None:
-            rows = self.conn.execute(
-                "SELECT name, owner, region, created_ns FROM buckets ORDER BY name"
-            )
+            rows = self.conn.execute(f"SELECT {BUCKET_COLUMNS} FROM buckets ORDER BY name")
         else:
             rows = self.conn.execute(
-                "SELECT name, owner, region, created_ns FROM buckets WHERE owner = ? ORDER BY name",
-                (owner,),
+                f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE owner = ? ORDER BY name", (owner,)
             )
         return [Bucket(*row) for row in rows]
 
@@ -70,6 +81,22 @@ class SqliteReader:
             (bucket, key.encode()),
         ).fetchone()
         return object_from_row(bucket, row) if row else None
+
+    async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        where, args = _version_where(version_id)
+        row = self.conn.execute(
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = ? AND key = ? AND {where}",
+            (bucket, key.encode(), *args),
+        ).fetchone()
+        return version_from_row(bucket, row) if row else None
+
+    async def newest_version(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = self.conn.execute(
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = ? AND key = ? "
+            "ORDER BY seq LIMIT 1",
+            (bucket, key.encode()),
+        ).fetchone()
+        return version_from_row(bucket, row) if row else None
 
     async def get_upload(self, upload_id: str) -> Upload | None:
         row = self.conn.execute(
@@ -91,13 +118,26 @@ class SqliteReader:
         where, args = _after(("key",), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
-            f"SELECT key, size, etag, mtime_ns FROM objects WHERE bucket = ? AND {where}{bound} "
-            "ORDER BY key LIMIT ?",
+            "SELECT key, size, etag, mtime_ns, version_id FROM objects "
+            f"WHERE bucket = ? AND {where}{bound} ORDER BY key LIMIT ?",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
         return [
-            ((key,), ListEntry(key.decode(), size, etag, mtime)) for key, size, etag, mtime in rows
+            ((key,), ListEntry(key.decode(), size, etag, mtime, version or NULL_VERSION))
+            for key, size, etag, mtime, version in rows
         ]
+
+    async def scan_versions(
+        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
+    ) -> list[tuple[Cursor, ListEntry]]:
+        where, args = _after(("key", "seq"), cursor, inclusive)
+        bound = " AND key < ?" if end is not None else ""
+        rows = self.conn.execute(
+            f"SELECT {VERSION_ENTRY_COLUMNS} FROM versions "
+            f"WHERE bucket = ? AND {where}{bound} ORDER BY key, seq LIMIT ?",
+            [bucket, *args, *([end] if end is not None else []), limit],
+        )
+        return [version_entry(row) for row in rows]
 
     async def scan_uploads(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
@@ -151,6 +191,8 @@ class SqliteAudit:
     async def audit_objects(self) -> AsyncIterator[ObjectInfo]:
         for row in self.conn.execute(f"SELECT bucket, {OBJECT_COLUMNS} FROM objects"):
             yield object_from_row(row[0], row[1:])
+        for row in self.conn.execute(f"SELECT bucket, {VERSION_COLUMNS} FROM versions"):
+            yield version_from_row(row[0], row[1:])
 
     async def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
         rows = self.conn.execute(
@@ -175,17 +217,25 @@ class SqliteTx(SqliteReader):
         if existing is not None:
             return existing
         self.conn.execute(
-            "INSERT INTO buckets (name, owner, region, created_ns) VALUES (?, ?, ?, ?)",
-            (bucket.name, bucket.owner, bucket.region, bucket.created_ns),
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+            (bucket.name, bucket.owner, bucket.region, bucket.created_ns, bucket.versioning),
         )
         return None
+
+    async def update_bucket(self, bucket: Bucket) -> None:
+        self.conn.execute(
+            "UPDATE buckets SET versioning = ? WHERE name = ?", (bucket.versioning, bucket.name)
+        )
 
     async def delete_bucket(self, name: str) -> None:
         self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
 
     async def bucket_is_empty(self, name: str) -> bool:
-        row = self.conn.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,))
-        return row.fetchone() is None
+        for table in ("objects", "versions"):
+            row = self.conn.execute(f"SELECT 1 FROM {table} WHERE bucket = ? LIMIT 1", (name,))
+            if row.fetchone() is not None:
+                return False
+        return True
 
     async def upload_ids(self, bucket: str) -> list[str]:
         rows = self.conn.execute("SELECT id FROM uploads WHERE bucket = ?", (bucket,))
@@ -218,11 +268,27 @@ class SqliteTx(SqliteReader):
         # The bucket is checked by the insert itself (one statement less per PUT).
         cur = self.conn.execute(
             f"INSERT INTO objects (bucket, {OBJECT_COLUMNS}) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
             (obj.bucket, *object_values(obj), obj.bucket),
         )
         return cur.rowcount == 1
+
+    async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
+        self.conn.execute(
+            f"INSERT INTO versions (bucket, {VERSION_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (obj.bucket, *version_values(obj, seq)),
+        )
+
+    async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        where, args = _version_where(version_id)
+        row = self.conn.execute(
+            f"DELETE FROM versions WHERE bucket = ? AND key = ? AND {where} "
+            f"RETURNING {VERSION_COLUMNS}",
+            (bucket, key.encode(), *args),
+        ).fetchone()
+        return version_from_row(bucket, row) if row else None
 
     async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
         row = self.conn.execute(
@@ -232,10 +298,13 @@ class SqliteTx(SqliteReader):
         return object_from_row(bucket, row) if row else None
 
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
-        self.conn.execute(
-            "UPDATE objects SET content_md5 = ? WHERE bucket = ? AND key = ? AND manifest = ?",
-            (md5, obj.bucket, obj.key.encode(), encode_manifest(obj.extents)),
-        )
+        # The version may be current or not (a copy from an older version): both tables.
+        for table in ("objects", "versions"):
+            self.conn.execute(
+                f"UPDATE {table} SET content_md5 = ? "
+                "WHERE bucket = ? AND key = ? AND etag = ? AND manifest = ?",
+                (md5, obj.bucket, obj.key.encode(), obj.etag, encode_manifest(obj.extents)),
+            )
 
     async def insert_upload(self, upload: Upload) -> None:
         self.conn.execute(

@@ -9,14 +9,18 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
     owner       TEXT NOT NULL,
     region      TEXT NOT NULL,
-    created_ns  INTEGER NOT NULL
+    created_ns  INTEGER NOT NULL,
+    versioning  TEXT
 ) WITHOUT ROWID;
+
+-- The current version of each key, when it is an object (not a delete marker): what
+-- ListObjects scans, whatever number of older versions the bucket keeps.
 
 CREATE TABLE IF NOT EXISTS objects (
     bucket      TEXT NOT NULL,
@@ -29,8 +33,31 @@ CREATE TABLE IF NOT EXISTS objects (
     manifest    TEXT NOT NULL,
     parts       TEXT,
     upload_id   TEXT,
+    version_id  TEXT,  -- NULL: the null version
     PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
+
+-- Every other version: noncurrent objects and delete markers (the latest one too). `seq` orders
+-- a key's versions newest first: a version's id, or for the null version an id-like string
+-- made from its time.
+CREATE TABLE IF NOT EXISTS versions (
+    bucket      TEXT NOT NULL,
+    key         BLOB NOT NULL,
+    seq         TEXT NOT NULL,
+    is_null     INTEGER NOT NULL,
+    marker      INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    etag        TEXT NOT NULL,
+    content_md5 TEXT,
+    mtime_ns    INTEGER NOT NULL,
+    attrs       TEXT NOT NULL,
+    manifest    TEXT NOT NULL,
+    parts       TEXT,
+    upload_id   TEXT,
+    PRIMARY KEY (bucket, key, seq)
+) WITHOUT ROWID;
+-- A key has at most one null version.
+CREATE UNIQUE INDEX IF NOT EXISTS versions_null ON versions (bucket, key) WHERE is_null = 1;
 
 CREATE TABLE IF NOT EXISTS uploads (
     id           TEXT PRIMARY KEY,
@@ -79,10 +106,19 @@ def initialise(path: Path) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"schema {version} is newer than this gateway's")
+        steps = []
         if version == 1:
             # 2: parts keep the flexible checksum their UploadPart verified.
-            conn.execute("ALTER TABLE parts ADD COLUMN checksum TEXT")
-        conn.executescript(SCHEMA)
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            steps.append("ALTER TABLE parts ADD COLUMN checksum TEXT;")
+        if 0 < version < 3:
+            # 3: versioning. Every object already stored becomes its key's null version, in
+            # place (the versions table is created by SCHEMA, empty).
+            steps.append("ALTER TABLE buckets ADD COLUMN versioning TEXT;")
+            steps.append("ALTER TABLE objects ADD COLUMN version_id TEXT;")
+        # One transaction: a start interrupted mid-migration leaves the old schema whole.
+        conn.executescript(
+            f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
+            f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+        )
     finally:
         conn.close()
