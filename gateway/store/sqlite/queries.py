@@ -16,12 +16,15 @@ from typing import Any
 from .. import errors
 from ..api import BlobRow, Cursor
 from ..model import (
+    NO_LOCK,
     NULL_VERSION,
     Bucket,
+    DefaultRetention,
     Extent,
     ListEntry,
     ObjectAttrs,
     ObjectInfo,
+    ObjectLock,
     Part,
     StagedBlob,
     Upload,
@@ -30,11 +33,11 @@ from ..model import (
 # Names looked up per statement: well under SQLite's limit on bound parameters.
 _LOOKUP_BATCH = 500
 
-_BUCKET_COLUMNS = "name, owner, region, created_ns, versioning"
-_ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
+_BUCKET_COLUMNS = "name, owner, region, created_ns, versioning, object_lock"
+_ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id, lock"
 _OBJECT_COLUMNS = f"key, {_ROW_COLUMNS}, version_id"
 _VERSION_COLUMNS = f"key, {_ROW_COLUMNS}, seq, is_null, marker"
-_UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
+_UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs, lock"
 _PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
 
@@ -60,17 +63,17 @@ def decode_manifest(text: str) -> tuple[Extent, ...]:
 
 def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
     """A row of the objects table (_OBJECT_COLUMNS)."""
-    return _info(bucket, row[:9], row[9] or NULL_VERSION, False)
+    return _info(bucket, row[:10], row[10] or NULL_VERSION, False)
 
 
 def version_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
     """A row of the versions table (_VERSION_COLUMNS)."""
-    seq, is_null, marker = row[9:]
-    return _info(bucket, row[:9], NULL_VERSION if is_null else seq, bool(marker))
+    seq, is_null, marker = row[10:]
+    return _info(bucket, row[:10], NULL_VERSION if is_null else seq, bool(marker))
 
 
 def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> ObjectInfo:
-    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
+    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id, lock = row
     return ObjectInfo(
         bucket=bucket,
         key=key.decode(),
@@ -84,6 +87,7 @@ def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> Obj
         upload_id=upload_id,
         version_id=version_id,
         delete_marker=marker,
+        lock=decode_lock(lock),
     )
 
 
@@ -98,12 +102,41 @@ def _row_values(obj: ObjectInfo) -> tuple[Any, ...]:
         encode_manifest(obj.extents),
         json.dumps(list(obj.parts)) if obj.parts else None,
         obj.upload_id,
+        encode_lock(obj.lock),
     )
 
 
+def encode_lock(lock: ObjectLock) -> str | None:
+    if lock == NO_LOCK:
+        return None
+    return json.dumps([lock.mode, lock.retain_until_ns, lock.legal_hold])
+
+
+def decode_lock(text: str | None) -> ObjectLock:
+    return ObjectLock(*json.loads(text)) if text else NO_LOCK
+
+
+def _bucket_from_row(row: Sequence[Any]) -> Bucket:
+    name, owner, region, created_ns, versioning, object_lock = row
+    if object_lock is None:
+        return Bucket(name, owner, region, created_ns, versioning)
+    rule = json.loads(object_lock)
+    default = DefaultRetention(*rule) if rule else None
+    return Bucket(name, owner, region, created_ns, versioning, True, default)
+
+
+def _object_lock_value(bucket: Bucket) -> str | None:
+    if not bucket.object_lock:
+        return None
+    rule = bucket.default_retention
+    return json.dumps([rule.mode, rule.days, rule.years] if rule else [])
+
+
 def _upload_from_row(row: Sequence[Any]) -> Upload:
-    upload_id, bucket, key, initiated_ns, owner, attrs = row
-    return Upload(upload_id, bucket, key.decode(), initiated_ns, owner, decode_attrs(attrs))
+    upload_id, bucket, key, initiated_ns, owner, attrs, lock = row
+    return Upload(
+        upload_id, bucket, key.decode(), initiated_ns, owner, decode_attrs(attrs), decode_lock(lock)
+    )
 
 
 def _part_from_row(upload_id: str, row: Sequence[Any]) -> Part:
@@ -138,7 +171,7 @@ class SqliteReader:
         row = self.conn.execute(
             f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE name = ?", (name,)
         ).fetchone()
-        return Bucket(*row) if row else None
+        return _bucket_from_row(row) if row else None
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]:
         if owner is None:
@@ -147,7 +180,7 @@ class SqliteReader:
             rows = self.conn.execute(
                 f"SELECT {_BUCKET_COLUMNS} FROM buckets WHERE owner = ? ORDER BY name", (owner,)
             )
-        return [Bucket(*row) for row in rows]
+        return [_bucket_from_row(row) for row in rows]
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         row = self.conn.execute(
@@ -305,15 +338,37 @@ class SqliteTx(SqliteReader):
         if existing is not None:
             return existing
         self.conn.execute(
-            f"INSERT INTO buckets ({_BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-            (bucket.name, bucket.owner, bucket.region, bucket.created_ns, bucket.versioning),
+            f"INSERT INTO buckets ({_BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                bucket.name,
+                bucket.owner,
+                bucket.region,
+                bucket.created_ns,
+                bucket.versioning,
+                _object_lock_value(bucket),
+            ),
         )
         return None
 
     async def update_bucket(self, bucket: Bucket) -> None:
         self.conn.execute(
-            "UPDATE buckets SET versioning = ? WHERE name = ?", (bucket.versioning, bucket.name)
+            "UPDATE buckets SET versioning = ?, object_lock = ? WHERE name = ?",
+            (bucket.versioning, _object_lock_value(bucket), bucket.name),
         )
+
+    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
+        args = (encode_lock(lock), version.bucket, version.key.encode())
+        current = "version_id IS NULL" if version.version_id == NULL_VERSION else "version_id = ?"
+        cur = self.conn.execute(
+            f"UPDATE objects SET lock = ? WHERE bucket = ? AND key = ? AND {current}",
+            args if version.version_id == NULL_VERSION else (*args, version.version_id),
+        )
+        if cur.rowcount == 0:
+            where, more = _version_where(version.version_id)
+            self.conn.execute(
+                f"UPDATE versions SET lock = ? WHERE bucket = ? AND key = ? AND {where}",
+                (*args, *more),
+            )
 
     async def delete_bucket(self, name: str) -> None:
         self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
@@ -356,7 +411,7 @@ class SqliteTx(SqliteReader):
         # The bucket is checked by the insert itself (one statement less per PUT).
         cur = self.conn.execute(
             f"INSERT INTO objects (bucket, {_OBJECT_COLUMNS}) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
             (
                 obj.bucket,
@@ -371,7 +426,7 @@ class SqliteTx(SqliteReader):
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         self.conn.execute(
             f"INSERT INTO versions (bucket, {_VERSION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 obj.bucket,
                 obj.key.encode(),
@@ -409,7 +464,7 @@ class SqliteTx(SqliteReader):
 
     async def insert_upload(self, upload: Upload) -> None:
         self.conn.execute(
-            f"INSERT INTO uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 upload.id,
                 upload.bucket,
@@ -417,6 +472,7 @@ class SqliteTx(SqliteReader):
                 upload.initiated_ns,
                 upload.owner,
                 encode_attrs(upload.attrs),
+                encode_lock(upload.lock),
             ),
         )
 

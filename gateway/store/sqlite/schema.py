@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS buckets (
     owner       TEXT NOT NULL,
     region      TEXT NOT NULL,
     created_ns  INTEGER NOT NULL,
-    versioning  TEXT
+    versioning  TEXT,
+    object_lock TEXT  -- NULL: never enabled; else JSON, with the default retention if any
 ) WITHOUT ROWID;
 
 -- The current version of each key, when it is an object (not a delete marker): what
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS objects (
     manifest    TEXT NOT NULL,
     parts       TEXT,
     upload_id   TEXT,
+    lock        TEXT,  -- Object Lock retention and legal hold (JSON), if any
     version_id  TEXT,  -- NULL: the null version
     PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS versions (
     manifest    TEXT NOT NULL,
     parts       TEXT,
     upload_id   TEXT,
+    lock        TEXT,
     PRIMARY KEY (bucket, key, seq)
 ) WITHOUT ROWID;
 -- A key has at most one null version.
@@ -65,7 +68,8 @@ CREATE TABLE IF NOT EXISTS uploads (
     key          BLOB NOT NULL,
     initiated_ns INTEGER NOT NULL,
     owner        TEXT NOT NULL,
-    attrs        TEXT NOT NULL
+    attrs        TEXT NOT NULL,
+    lock         TEXT
 );
 CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, initiated_ns, id);
 
@@ -111,10 +115,13 @@ def initialise(path: Path) -> None:
             # 2: parts keep the flexible checksum their UploadPart verified.
             steps.append("ALTER TABLE parts ADD COLUMN checksum TEXT;")
         if 0 < version < 3:
-            # 3: versioning. Every object already stored becomes its key's null version, in
-            # place (the versions table is created by SCHEMA, empty).
+            # 3: versioning and Object Lock. Every object already stored becomes its key's
+            # null version, in place (the versions table is created by SCHEMA, empty).
             steps.append("ALTER TABLE buckets ADD COLUMN versioning TEXT;")
+            steps.append("ALTER TABLE buckets ADD COLUMN object_lock TEXT;")
+            steps.append("ALTER TABLE objects ADD COLUMN lock TEXT;")
             steps.append("ALTER TABLE objects ADD COLUMN version_id TEXT;")
+            steps.append("ALTER TABLE uploads ADD COLUMN lock TEXT;")
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
