@@ -4,12 +4,18 @@ legal holds on writes and by their own operations, and enforcement, with AWS's c
 from __future__ import annotations
 
 import datetime
+import hashlib
 import itertools
+import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
 from tests import raw
+from tests.datadir import inspect
+from tests.server import ACCESS_KEY, GatewayProcess
 
 UTC = datetime.UTC
 FUTURE = datetime.datetime(2140, 1, 1, tzinfo=UTC)
@@ -366,3 +372,107 @@ def test_bypass_header_on_a_bucket_without_lock(s3, bucket):
         Bucket=bucket, Delete={"Objects": [{"Key": "k"}]}, BypassGovernanceRetention=True
     )
     assert [d["Key"] for d in answer["Deleted"]] == ["k"]
+
+
+# --- a data folder from before Object Lock ---------------------------------------------------
+
+# The catalog as the gateway wrote it with versioning and before Object Lock (schema 3), frozen.
+_SCHEMA_3 = """
+CREATE TABLE buckets (name TEXT PRIMARY KEY, owner TEXT NOT NULL, region TEXT NOT NULL,
+    created_ns INTEGER NOT NULL, versioning TEXT) WITHOUT ROWID;
+CREATE TABLE objects (bucket TEXT NOT NULL, key BLOB NOT NULL, size INTEGER NOT NULL,
+    etag TEXT NOT NULL, content_md5 TEXT, mtime_ns INTEGER NOT NULL, attrs TEXT NOT NULL,
+    manifest TEXT NOT NULL, parts TEXT, upload_id TEXT, version_id TEXT,
+    PRIMARY KEY (bucket, key)) WITHOUT ROWID;
+CREATE TABLE versions (bucket TEXT NOT NULL, key BLOB NOT NULL, seq TEXT NOT NULL,
+    is_null INTEGER NOT NULL, marker INTEGER NOT NULL, size INTEGER NOT NULL,
+    etag TEXT NOT NULL, content_md5 TEXT, mtime_ns INTEGER NOT NULL, attrs TEXT NOT NULL,
+    manifest TEXT NOT NULL, parts TEXT, upload_id TEXT,
+    PRIMARY KEY (bucket, key, seq)) WITHOUT ROWID;
+CREATE UNIQUE INDEX versions_null ON versions (bucket, key) WHERE is_null = 1;
+CREATE TABLE uploads (id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key BLOB NOT NULL,
+    initiated_ns INTEGER NOT NULL, owner TEXT NOT NULL, attrs TEXT NOT NULL);
+CREATE INDEX uploads_by_key ON uploads (bucket, key, initiated_ns, id);
+CREATE TABLE parts (upload_id TEXT NOT NULL, number INTEGER NOT NULL, size INTEGER NOT NULL,
+    etag TEXT NOT NULL, mtime_ns INTEGER NOT NULL, manifest TEXT NOT NULL, checksum TEXT,
+    PRIMARY KEY (upload_id, number)) WITHOUT ROWID;
+CREATE TABLE blobs (id TEXT PRIMARY KEY, size INTEGER NOT NULL, refs INTEGER NOT NULL, data BLOB);
+PRAGMA user_version=3;
+"""
+
+
+def test_a_data_folder_from_before_object_lock_upgrades_in_place(tmp_path: Path):
+    from gateway.store.versions import new_version_id
+    from gateway.users import _user
+
+    data = tmp_path / "data"
+    data.mkdir()
+    owner = _user(ACCESS_KEY, "unused").canonical_id
+    old_id, new_id = (
+        new_version_id(1_700_000_000_000_000_000),
+        new_version_id(1_800_000_000 * 10**9),
+    )
+    attrs = json.dumps({"content_type": "text/plain", "headers": {}, "meta": {}})
+    conn = sqlite3.connect(data / "catalog.sqlite3")
+    conn.executescript(_SCHEMA_3)
+    conn.execute("INSERT INTO buckets VALUES ('old', ?, 'us-east-1', 1, 'Enabled')", (owner,))
+    for blob, content in (("b1", b"older"), ("b2", b"newer")):
+        conn.execute("INSERT INTO blobs VALUES (?, 5, 1, ?)", (blob, content))
+    conn.execute(
+        "INSERT INTO objects VALUES "
+        "('old', ?, 5, ?, NULL, 1800000000000000000, ?, ?, NULL, NULL, ?)",
+        (b"k", hashlib.md5(b"newer").hexdigest(), attrs, json.dumps([["b2", 0, 5]]), new_id),
+    )
+    conn.execute(
+        "INSERT INTO versions VALUES "
+        "('old', ?, ?, 0, 0, 5, ?, NULL, 1700000000000000000, ?, ?, NULL, NULL)",
+        (b"k", old_id, hashlib.md5(b"older").hexdigest(), attrs, json.dumps([["b1", 0, 5]])),
+    )
+    conn.execute("INSERT INTO uploads VALUES ('u1', 'old', ?, 1, ?, ?)", (b"mp", owner, attrs))
+    conn.commit()
+    conn.close()
+    server = GatewayProcess(data).start()
+    try:
+        s3 = server.client()
+        assert s3.get_object(Bucket="old", Key="k")["Body"].read() == b"newer"
+        assert s3.get_object(Bucket="old", Key="k", VersionId=old_id)["Body"].read() == b"older"
+        listed = s3.list_object_versions(Bucket="old")["Versions"]
+        assert [(v["VersionId"], v["IsLatest"]) for v in listed] == [
+            (new_id, True),
+            (old_id, False),
+        ]
+        # The upload begun before the upgrade completes, unlocked as it asked nothing.
+        etag = s3.upload_part(Bucket="old", Key="mp", UploadId="u1", PartNumber=1, Body=b"p")[
+            "ETag"
+        ]
+        s3.complete_multipart_upload(
+            Bucket="old",
+            Key="mp",
+            UploadId="u1",
+            MultipartUpload={"Parts": [{"ETag": etag, "PartNumber": 1}]},
+        )
+        assert "ObjectLockMode" not in s3.head_object(Bucket="old", Key="mp")
+        s3.put_object(Bucket="old", Key="k", Body=b"newest")  # `new_id` moves to `versions`
+        s3.delete_object(Bucket="old", Key="k", VersionId=old_id)  # nothing locks it
+        # The new columns hold a lock on every table that keeps one.
+        s3.create_bucket(Bucket="new", ObjectLockEnabledForBucket=True)
+        s3.put_object(Bucket="new", Key="k", Body=b"x", ObjectLockLegalHoldStatus="ON")
+        s3.put_object(Bucket="new", Key="k", Body=b"y")
+        (older,) = [
+            v["VersionId"]
+            for v in s3.list_object_versions(Bucket="new")["Versions"]
+            if not v["IsLatest"]
+        ]
+        hold = s3.get_object_legal_hold(Bucket="new", Key="k", VersionId=older)["LegalHold"]
+        assert hold == {"Status": "ON"}
+        s3.put_object_legal_hold(
+            Bucket="new", Key="k", VersionId=older, LegalHold={"Status": "OFF"}
+        )
+        for v in s3.list_object_versions(Bucket="new")["Versions"]:
+            s3.delete_object(Bucket="new", Key="k", VersionId=v["VersionId"])
+    finally:
+        server.stop()
+    conn = sqlite3.connect(data / "catalog.sqlite3")
+    assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+    conn.close()
+    inspect(data).assert_clean()
