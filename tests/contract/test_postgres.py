@@ -557,3 +557,42 @@ def test_the_start_up_sweep_asks_the_database(postgres: PostgresServer, tmp_path
         assert runner.run(store.sweep()) == (0, 1)
         assert files(tmp_path) == {kept.extents[0].blob}
         store.close()
+
+
+def test_a_schema_2_database_upgrades_to_object_lock_in_place(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """A database as the gateway made it before Object Lock (schema 2) gets the lock columns
+    on its first connection: its objects stay, and locks are kept in every table."""
+    from gateway.store.postgres.schema import MIGRATIONS
+    from gateway.store.rows import encode_attrs
+
+    url = postgres.database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for step in (1, 2):
+            for statement in MIGRATIONS[step]:
+                conn.execute(statement)
+        conn.execute("CREATE TABLE schema_version (one integer PRIMARY KEY, version integer)")
+        conn.execute("INSERT INTO schema_version VALUES (1, 2)")
+        conn.execute("INSERT INTO buckets VALUES ('old', 'owner', 'us-east-1', 1, NULL)")
+        conn.execute("INSERT INTO blobs VALUES ('b1', 5, 1, %s)", (b"hello",))
+        conn.execute(
+            "INSERT INTO objects VALUES ('old', %s, 5, 'e', NULL, 1, %s, %s, NULL, NULL, NULL)",
+            (b"k", encode_attrs(ObjectAttrs()), '[["b1",0,5]]'),
+        )
+    with asyncio.Runner() as runner:
+        store = node(tmp_path, url)
+        try:
+            old = runner.run(store.head_object("old", "k"))
+            assert (old.size, old.version_id, old.lock.legal_hold) == (5, "null", None)
+            runner.run(store.create_bucket("new", "owner", "us-east-1", object_lock=True))
+            first = runner.run(put(store, "new", "k", b"x"))
+            runner.run(store.set_legal_hold("new", "k", None, "ON"))
+            runner.run(put(store, "new", "k", b"y"))  # `first` is noncurrent now
+            held = runner.run(store.head_object("new", "k", first.version_id))
+            assert held.lock.legal_hold == "ON"
+            assert runner.run(store.head_object("new", "k")).lock.legal_hold is None
+        finally:
+            store.close()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
