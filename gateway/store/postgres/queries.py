@@ -8,9 +8,10 @@ writers on other connections (READ COMMITTED; see the package's docstring for th
   counts are applied together at its end, in blob id order (`settle`), so that writers lock
   blob rows in one order and after the object rows;
 - a read inside a write transaction locks what the write depends on: the object a condition
-  or a copy checked (FOR UPDATE), the bucket a row goes into (FOR KEY SHARE, as a foreign key
-  would), the upload a part goes into (FOR SHARE); deleting a bucket or an upload takes the
-  exclusive lock before it looks at what the bucket or upload holds;
+  or a copy checked and a version read by its id, whose Object Lock a removal checks or a
+  PutObjectRetention changes (FOR UPDATE), the bucket a row goes into (FOR KEY SHARE, as a
+  foreign key would), the upload a part goes into (FOR SHARE); deleting a bucket or an upload
+  takes the exclusive lock before it looks at what the bucket or upload holds;
 - an object row that another transaction made after our delete_object looked (it replaced
   the row we waited for, or there was none) is replaced by our insert, its references
   released, as a later write would; unless this write read that key's state (a condition,
