@@ -596,3 +596,50 @@ def test_a_schema_2_database_upgrades_to_object_lock_in_place(
             store.close()
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+
+
+def test_a_legal_hold_waits_for_a_removal_that_read_the_version(
+    nodes: tuple[asyncio.Runner, list[Store]], postgres: PostgresServer
+) -> None:
+    """A removal by id has read a noncurrent version (under a delete marker: no current
+    object whose row would order the two) and found it unlocked; PutObjectLegalHold on it
+    through another node then waits, and finds the version gone. Never a hold acknowledged
+    on a version that is then removed."""
+    runner, (first, second, _) = nodes
+    runner.run(first.create_bucket("b", "owner", "us-east-1", object_lock=True))
+    old = runner.run(put(first, "b", "k", b"old"))
+    runner.run(first.delete_versions("b", [("k", None)]))
+    vid = old.version_id
+
+    async def go() -> tuple[object, ObjectInfo | None]:
+        read, resume = asyncio.Event(), asyncio.Event()
+
+        async def removal(tx: CatalogTx) -> ObjectInfo | None:
+            gone = await tx.get_version("b", "k", vid)  # as versions._remove reads it
+            assert gone is not None and gone.lock.legal_hold is None
+            read.set()
+            await resume.wait()
+            return await tx.delete_version("b", "k", vid)
+
+        removing = asyncio.ensure_future(_write(first.catalog, removal))
+        await read.wait()
+        hold = asyncio.ensure_future(second.set_legal_hold("b", "k", vid, "ON"))
+        while not hold.done() and not _lock_waits(postgres):
+            await asyncio.sleep(0.01)
+        resume.set()
+        removed, _ = await removing
+        (held,) = await asyncio.gather(hold, return_exceptions=True)
+        return held, removed
+
+    held, removed = runner.run(go())
+    assert removed is not None and removed.version_id == vid
+    assert isinstance(held, versions.NoSuchVersion), held
+
+
+def _lock_waits(postgres: PostgresServer) -> bool:
+    """Is a session of the server waiting for a row lock?"""
+    with psycopg.connect(postgres.url("postgres"), autocommit=True) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()  # type: ignore[misc]
+    return n > 0
