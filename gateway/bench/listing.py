@@ -1,10 +1,13 @@
-"""Listing latency: one page of 1,000 in a bucket of 10,000 keys and in one of 1,000,000.
+"""Listing latency: one page of 1,000 in a bucket of 10,000 keys, in one of 1,000,000, and in a
+versioned one of 10,000 keys holding 1,000,000 older versions.
 
 The buckets are filled directly through the catalog (a million PUTs would take the benchmark's
 whole budget); the pages are then timed through the real server, from a lean signed HTTP client
 that does not parse the XML (boto3's parsing would dominate the figure). A page is
 index range scans, and a delimiter listing seeks past each common prefix, so the cost of a page
-should not grow with the bucket: the large/small ratio should be close to 1.
+should not grow with the bucket: the large/small ratio should be close to 1. Older versions live
+in a table of their own (store/versions.py), so the versioned/small ratio should be close to 1
+too.
 """
 
 from __future__ import annotations
@@ -22,16 +25,24 @@ from urllib.parse import quote, urlencode
 
 from ..store import open_store
 from ..store.api import CatalogTx
-from ..store.model import ObjectAttrs, ObjectInfo
+from ..store.model import NULL_VERSION, ObjectAttrs, ObjectInfo
+from ..store.versions import ENABLED, new_version_id, seq_of
 from . import loadgen
 from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 OWNER_KEY = ACCESS_KEY
+EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--small", type=int, default=10_000, help="keys in the small bucket")
     parser.add_argument("--large", type=int, default=1_000_000, help="keys in the large bucket")
+    parser.add_argument(
+        "--versions",
+        type=int,
+        default=1_000_000,
+        help="older versions in the versioned bucket (of as many keys as the small one)",
+    )
     parser.add_argument("--repeats", type=int, default=15, help="pages timed per case")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -41,35 +52,54 @@ def key_name(i: int) -> str:
     return f"dir{i % 100:03d}/sub{i // 100 % 100:03d}/object-{i:08d}"
 
 
-def fill(data: Path, buckets: dict[str, int], owner: str) -> None:
-    """Create buckets of empty objects (no blobs needed), 50,000 rows per transaction."""
-    asyncio.run(_fill(data, buckets, owner))
+def fill(
+    data: Path, buckets: dict[str, int], owner: str, versions: dict[str, int] | None = None
+) -> None:
+    """Create buckets of empty objects (no blobs needed), 50,000 rows per transaction; the
+    buckets named in `versions` get that many older versions too, spread over their keys."""
+    asyncio.run(_fill(data, buckets, owner, versions or {}))
 
 
-async def _fill(data: Path, buckets: dict[str, int], owner: str) -> None:
+def _row(bucket: str, i: int, mtime_ns: int, version_id: str = NULL_VERSION) -> ObjectInfo:
+    return ObjectInfo(
+        bucket, key_name(i), 0, EMPTY_MD5, mtime_ns, ObjectAttrs(), (), version_id=version_id
+    )
+
+
+async def _fill(data: Path, buckets: dict[str, int], owner: str, versions: dict[str, int]) -> None:
     store = open_store(data)
     try:
         for name, count in buckets.items():
             await store.create_bucket(name, owner, "us-east-1")
-            for start in range(0, count, 50_000):
+            older = versions.get(name, 0)
+            if older:
+                await store.set_versioning(name, ENABLED)
+            start_ns = time.time_ns() - 10**12  # older versions first, 1 µs apart
+            for start in range(0, max(count, older), 50_000):
 
                 async def batch(
                     tx: CatalogTx,
                     name: str = name,
                     rows: range = range(start, min(start + 50_000, count)),
+                    old: range = range(start, min(start + 50_000, older)),
+                    first_ns: int = start_ns,
+                    keys: int = count,
                 ) -> None:
                     for i in rows:
-                        await tx.insert_object(
-                            ObjectInfo(name, key_name(i), 0, "d41d8cd98f00b204e9800998ecf8427e",
-                                       time.time_ns(), ObjectAttrs(), ())
-                        )  # fmt: skip
+                        await tx.insert_object(_row(name, i, time.time_ns()))
+                    for n in old:
+                        mtime = first_ns + n * 1000
+                        version = _row(name, n % keys, mtime, new_version_id(mtime))
+                        await tx.insert_version(version, seq_of(version))
 
                 await store.catalog.write(batch, long=True)
     finally:
         store.close()
 
 
-def fill_for_gateway(data: Path, buckets: dict[str, int]) -> None:
+def fill_for_gateway(
+    data: Path, buckets: dict[str, int], versions: dict[str, int] | None = None
+) -> None:
     """`fill`, with buckets owned by the user GatewayProcess starts the gateway with."""
     from ..config import Settings
     from ..users import load_users
@@ -78,7 +108,7 @@ def fill_for_gateway(data: Path, buckets: dict[str, int]) -> None:
         Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
     )
     started = time.perf_counter()
-    fill(data, buckets, users[OWNER_KEY].canonical_id)
+    fill(data, buckets, users[OWNER_KEY].canonical_id, versions)
     print(f"filled the catalog in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
@@ -109,18 +139,30 @@ def measure(client: loadgen.Client, repeats: int) -> dict[str, Any]:
     for case, params in CASES.items():
         small = _median_ms(client, "small", params, repeats)
         large = _median_ms(client, "large", params, repeats)
-        rows.append({"case": case, "small_ms": small, "large_ms": large, "ratio": large / small})
+        versioned = _median_ms(client, "versioned", params, repeats)
+        rows.append(
+            {
+                "case": case,
+                "small_ms": small,
+                "large_ms": large,
+                "ratio": large / small,
+                "versioned_ms": versioned,
+                "versioned_ratio": versioned / small,
+            }
+        )
     return {"rows": rows}
 
 
-def render(result: dict[str, Any], small: int, large: int) -> str:
+def render(result: dict[str, Any], small: int, large: int, versions: int) -> str:
     lines = [
-        f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys",
-        f"{'case':<26} {'small':>10} {'large':>10} {'ratio':>7}",
+        f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys, "
+        f"and {small:,} keys over {versions:,} older versions",
+        f"{'case':<26} {'small':>10} {'large':>10} {'ratio':>7} {'versioned':>12} {'ratio':>7}",
     ]
     for r in result["rows"]:
         lines.append(
             f"{r['case']:<26} {r['small_ms']:>7.2f} ms {r['large_ms']:>7.2f} ms {r['ratio']:>7.2f}"
+            f" {r['versioned_ms']:>9.2f} ms {r['versioned_ratio']:>7.2f}"
         )
     return "\n".join(lines)
 
@@ -128,7 +170,11 @@ def render(result: dict[str, Any], small: int, large: int) -> str:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
         data = Path(tmp) / "data"
-        fill_for_gateway(data, {"small": args.small, "large": args.large})
+        fill_for_gateway(
+            data,
+            {"small": args.small, "large": args.large, "versioned": args.small},
+            {"versioned": args.versions},
+        )
         server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
         try:
             client = loadgen.Client(loadgen.Signer(server.url))
@@ -136,5 +182,9 @@ def run(args: argparse.Namespace) -> int:
             client.close()
         finally:
             server.stop()
-    print(json.dumps(result, indent=2) if args.json else render(result, args.small, args.large))
+    print(
+        json.dumps(result, indent=2)
+        if args.json
+        else render(result, args.small, args.large, args.versions)
+    )
     return 0

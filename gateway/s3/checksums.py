@@ -199,6 +199,14 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (CRC32, CRC32C, CRC64NVME
 _BY_HEADER: dict[str, Algorithm] = {a.header: a for a in ALGORITHMS.values()}
 
 
+def has_integrity_header(headers: Mapping[str, str]) -> bool:
+    """Content-MD5 or a flexible checksum (as a header, or announced for a trailer): what AWS
+    requires on the operations its model marks `requestChecksumRequired`."""
+    return "content-md5" in headers or any(
+        h.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum-")) for h in headers
+    )
+
+
 def algorithm(name: str) -> Algorithm | None:
     """The algorithm of a name as clients send it (x-amz-sdk-checksum-algorithm,
     x-amz-checksum-algorithm), case-insensitively; None if unknown."""

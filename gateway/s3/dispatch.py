@@ -15,7 +15,7 @@ from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
 from .middleware import OPERATION, RECEIVED, TARGET, USER
-from .ops import acl, buckets, copy, listing, multipart, objects
+from .ops import acl, buckets, copy, listing, multipart, objectlock, objects
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -28,19 +28,17 @@ OPERATIONS: dict[str, Operation] = {
     **copy.OPERATIONS,
     **multipart.OPERATIONS,
     **acl.OPERATIONS,
+    **objectlock.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
-# that asked for a customer key or object lock must not believe it got one).
+# that asked for a customer key must not believe it got one).
 _UNSUPPORTED_HEADERS = (
     "x-amz-server-side-encryption-customer-algorithm",
     "x-amz-copy-source-server-side-encryption-customer-algorithm",
     "x-amz-server-side-encryption-aws-kms-key-id",
     "x-amz-tagging",
-    "x-amz-object-lock-mode",
-    "x-amz-object-lock-retain-until-date",
-    "x-amz-object-lock-legal-hold",
 )
 
 

@@ -53,6 +53,7 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "InvalidArgument": (400, "Invalid Argument"),
     "InvalidBucketName": (400, "The specified bucket is not valid."),
+    "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
     "InvalidLocationConstraint": (400, "The specified location-constraint is not valid"),
     "InvalidPart": (
@@ -67,6 +68,7 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "InvalidRange": (416, "The requested range is not satisfiable"),
     "InvalidRequest": (400, "Invalid Request"),
+    "InvalidRetentionPeriod": (400, "Default retention period must be a positive integer value."),
     "InvalidStorageClass": (400, "The storage class you specified is not valid"),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long"),
@@ -89,6 +91,10 @@ CODES: dict[str, tuple[int, str]] = {
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist"),
     "NoSuchKey": (404, "The specified key does not exist."),
+    "NoSuchObjectLockConfiguration": (
+        404,
+        "The specified object does not have a ObjectLock configuration",
+    ),
     "NoSuchUpload": (
         404,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may "
@@ -97,6 +103,10 @@ CODES: dict[str, tuple[int, str]] = {
     "NoSuchVersion": (
         404,
         "The specified version does not exist.",
+    ),
+    "ObjectLockConfigurationNotFoundError": (
+        404,
+        "Object Lock configuration does not exist for this bucket",
     ),
     "NotImplemented": (
         501,

@@ -24,7 +24,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from .model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from .model import Bucket, Extent, ListEntry, ObjectInfo, ObjectLock, Part, StagedBlob, Upload
 
 T = TypeVar("T")
 
@@ -119,7 +119,7 @@ class CatalogTx(CatalogReader, Protocol):
         ...
 
     async def update_bucket(self, bucket: Bucket) -> None:
-        """Store a bucket's settings (its versioning state)."""
+        """Store a bucket's settings (versioning state, Object Lock and its default)."""
         ...
 
     async def delete_bucket(self, name: str) -> None: ...
@@ -151,6 +151,11 @@ class CatalogTx(CatalogReader, Protocol):
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         """Keep a version (an older object, or a delete marker) in the versions table, at
         position `seq` among its key's versions (ascending: newest first)."""
+        ...
+
+    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
+        """Store a version's Object Lock settings, wherever the version is (current or not);
+        `version` as read in this transaction."""
         ...
 
     async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:

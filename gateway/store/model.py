@@ -18,6 +18,16 @@ class Extent:
 
 
 @dataclass(frozen=True)
+class DefaultRetention:
+    """A bucket's default Object Lock retention: new versions get it unless a write names
+    one (exactly one of days and years)."""
+
+    mode: str  # GOVERNANCE or COMPLIANCE
+    days: int | None = None
+    years: int | None = None
+
+
+@dataclass(frozen=True)
 class Bucket:
     name: str
     owner: str
@@ -26,6 +36,22 @@ class Bucket:
     # None until PutBucketVersioning first sets it; then "Enabled" or "Suspended" (there is no
     # way back to None, as on S3).
     versioning: str | None = None
+    # Object Lock, once enabled, stays enabled (and versioning with it).
+    object_lock: bool = False
+    default_retention: DefaultRetention | None = None
+
+
+@dataclass(frozen=True)
+class ObjectLock:
+    """A version's Object Lock settings: a retention (mode and date) and a legal hold, each
+    unset until a write or PutObjectRetention / PutObjectLegalHold sets it."""
+
+    mode: str | None = None  # GOVERNANCE or COMPLIANCE
+    retain_until_ns: int | None = None
+    legal_hold: str | None = None  # ON or OFF
+
+
+NO_LOCK = ObjectLock()
 
 
 @dataclass(frozen=True)
@@ -64,6 +90,7 @@ class ObjectInfo:
     version_id: str = NULL_VERSION
     # A delete marker: a version without bytes that says "deleted" (size 0, no ETag).
     delete_marker: bool = False
+    lock: ObjectLock = NO_LOCK
 
 
 @dataclass(frozen=True)
@@ -76,6 +103,7 @@ class Upload:
     initiated_ns: int
     owner: str
     attrs: ObjectAttrs
+    lock: ObjectLock = NO_LOCK  # what CreateMultipartUpload asked for the object
 
 
 @dataclass(frozen=True)

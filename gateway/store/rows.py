@@ -14,15 +14,27 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .api import Cursor
-from .model import NULL_VERSION, Extent, ListEntry, ObjectAttrs, ObjectInfo, Part, Upload
+from .model import (
+    NO_LOCK,
+    NULL_VERSION,
+    Bucket,
+    DefaultRetention,
+    Extent,
+    ListEntry,
+    ObjectAttrs,
+    ObjectInfo,
+    ObjectLock,
+    Part,
+    Upload,
+)
 
-BUCKET_COLUMNS = "name, owner, region, created_ns, versioning"
-ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id"
+BUCKET_COLUMNS = "name, owner, region, created_ns, versioning, object_lock"
+ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id, lock"
 OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
 VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
 # What a scan of the versions table reads of each row (version_entry).
 VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns"
-UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs"
+UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs, lock"
 PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
 
@@ -46,6 +58,48 @@ def decode_manifest(text: str) -> tuple[Extent, ...]:
     return tuple(Extent(b, o, n) for b, o, n in json.loads(text))
 
 
+def encode_lock(lock: ObjectLock) -> str | None:
+    """A version's or upload's lock: NULL when nothing is set (most rows)."""
+    if lock == NO_LOCK:
+        return None
+    return json.dumps([lock.mode, lock.retain_until_ns, lock.legal_hold])
+
+
+def decode_lock(text: str | None) -> ObjectLock:
+    return ObjectLock(*json.loads(text)) if text else NO_LOCK
+
+
+def bucket_from_row(row: Sequence[Any]) -> Bucket:
+    """A row of the buckets table (BUCKET_COLUMNS)."""
+    name, owner, region, created_ns, versioning, object_lock = row
+    if object_lock is None:
+        return Bucket(name, owner, region, created_ns, versioning)
+    rule = json.loads(object_lock)
+    default = DefaultRetention(*rule) if rule else None
+    return Bucket(name, owner, region, created_ns, versioning, True, default)
+
+
+def bucket_values(bucket: Bucket) -> tuple[Any, ...]:
+    """The values of BUCKET_COLUMNS for `bucket`."""
+    return (
+        bucket.name,
+        bucket.owner,
+        bucket.region,
+        bucket.created_ns,
+        bucket.versioning,
+        object_lock_value(bucket),
+    )
+
+
+def object_lock_value(bucket: Bucket) -> str | None:
+    """buckets.object_lock: NULL while Object Lock was never enabled, else the default
+    retention as JSON ([] for none)."""
+    if not bucket.object_lock:
+        return None
+    rule = bucket.default_retention
+    return json.dumps([rule.mode, rule.days, rule.years] if rule else [])
+
+
 def encode_parts(obj: ObjectInfo) -> str | None:
     return json.dumps(list(obj.parts)) if obj.parts else None
 
@@ -61,6 +115,7 @@ def row_values(obj: ObjectInfo) -> tuple[Any, ...]:
         encode_manifest(obj.extents),
         encode_parts(obj),
         obj.upload_id,
+        encode_lock(obj.lock),
     )
 
 
@@ -83,17 +138,17 @@ def version_values(obj: ObjectInfo, seq: str) -> tuple[Any, ...]:
 
 def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
     """A row of the objects table (OBJECT_COLUMNS)."""
-    return _info(bucket, row[:9], row[9] or NULL_VERSION, False)
+    return _info(bucket, row[:10], row[10] or NULL_VERSION, False)
 
 
 def version_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
     """A row of the versions table (VERSION_COLUMNS)."""
-    seq, is_null, marker = row[9:]
-    return _info(bucket, row[:9], NULL_VERSION if is_null else seq, bool(marker))
+    seq, is_null, marker = row[10:]
+    return _info(bucket, row[:10], NULL_VERSION if is_null else seq, bool(marker))
 
 
 def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> ObjectInfo:
-    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id = row
+    key, size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id, lock = row
     return ObjectInfo(
         bucket=bucket,
         key=bytes(key).decode(),
@@ -107,6 +162,7 @@ def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> Obj
         upload_id=upload_id,
         version_id=version_id,
         delete_marker=marker,
+        lock=decode_lock(lock),
     )
 
 
@@ -122,8 +178,29 @@ def version_entry(row: Sequence[Any]) -> tuple[Cursor, ListEntry]:
 
 
 def upload_from_row(row: Sequence[Any]) -> Upload:
-    upload_id, bucket, key, initiated_ns, owner, attrs = row
-    return Upload(upload_id, bucket, bytes(key).decode(), initiated_ns, owner, decode_attrs(attrs))
+    upload_id, bucket, key, initiated_ns, owner, attrs, lock = row
+    return Upload(
+        upload_id,
+        bucket,
+        bytes(key).decode(),
+        initiated_ns,
+        owner,
+        decode_attrs(attrs),
+        decode_lock(lock),
+    )
+
+
+def upload_values(upload: Upload) -> tuple[Any, ...]:
+    """The values of UPLOAD_COLUMNS for `upload`."""
+    return (
+        upload.id,
+        upload.bucket,
+        upload.key.encode(),
+        upload.initiated_ns,
+        upload.owner,
+        encode_attrs(upload.attrs),
+        encode_lock(upload.lock),
+    )
 
 
 def part_from_row(upload_id: str, row: Sequence[Any]) -> Part:

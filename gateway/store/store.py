@@ -21,16 +21,19 @@ from typing import TypeVar
 
 from .. import digest, metrics
 from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
-from . import errors, listing, staging, versions
+from . import errors, listing, objectlock, staging, versions
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
 from .model import (
+    NO_LOCK,
     Bucket,
+    DefaultRetention,
     Deleted,
     Extent,
     ListPage,
     ObjectAttrs,
     ObjectInfo,
+    ObjectLock,
     Part,
     StagedBlob,
     Upload,
@@ -193,8 +196,13 @@ class Store:
     async def list_buckets(self, owner: str | None = None) -> list[Bucket]:
         return await self._read.list_buckets(owner)
 
-    async def create_bucket(self, name: str, owner: str, region: str) -> Bucket:
+    async def create_bucket(
+        self, name: str, owner: str, region: str, object_lock: bool = False
+    ) -> Bucket:
+        """A new bucket; with Object Lock, versioning is Enabled from the start."""
         bucket = Bucket(name, owner, region, time.time_ns())
+        if object_lock:
+            bucket = replace(bucket, versioning=versions.ENABLED, object_lock=True)
 
         async def commit(tx: CatalogTx) -> Bucket:
             existing = await tx.insert_bucket(bucket)
@@ -210,7 +218,24 @@ class Store:
         """PutBucketVersioning: "Enabled" or "Suspended" (never back to unversioned)."""
 
         async def commit(tx: CatalogTx) -> Bucket:
-            bucket = replace(await _require_bucket(tx, name), versioning=status)
+            bucket = await _require_bucket(tx, name)
+            if bucket.object_lock and status != versions.ENABLED:
+                raise objectlock.InvalidBucketState(objectlock.KEEPS_VERSIONING)
+            bucket = replace(bucket, versioning=status)
+            await tx.update_bucket(bucket)
+            return bucket
+
+        return await self._write(commit)
+
+    async def set_lock_configuration(self, name: str, default: DefaultRetention | None) -> Bucket:
+        """PutObjectLockConfiguration: Object Lock on (for good), with a default retention or
+        none. Versioning must be Enabled."""
+
+        async def commit(tx: CatalogTx) -> Bucket:
+            bucket = await _require_bucket(tx, name)
+            if bucket.versioning != versions.ENABLED:
+                raise objectlock.InvalidBucketState(objectlock.NEEDS_VERSIONING)
+            bucket = replace(bucket, object_lock=True, default_retention=default)
             await tx.update_bucket(bucket)
             return bucket
 
@@ -253,8 +278,10 @@ class Store:
         blob: StagedBlob,
         attrs: ObjectAttrs,
         condition: WriteCondition | None = None,
+        lock: ObjectLock = NO_LOCK,
     ) -> ObjectInfo:
-        """Commit a staged blob as the object `bucket/key`, replacing any previous one."""
+        """Commit a staged blob as the object `bucket/key`: its latest version, with the Object
+        Lock asked for (or the bucket's default)."""
         etag = blob.md5.hex()
         obj = ObjectInfo(
             bucket=bucket,
@@ -265,6 +292,7 @@ class Store:
             attrs=attrs,
             extents=(Extent(blob.id, 0, blob.size),) if blob.size else (),
             content_md5=etag,
+            lock=lock,
         )
         staged = [] if blob.data is not None else [blob.id]
 
@@ -285,21 +313,68 @@ class Store:
     async def delete_objects(self, bucket: str, keys: Sequence[str]) -> list[Deleted]:
         """Delete keys (a missing key is not an error, as in S3): in a bucket whose
         versioning was ever set, each gets a delete marker."""
-        return await self.delete_versions(bucket, [(key, None) for key in keys])
+        done = await self.delete_versions(bucket, [(key, None) for key in keys])
+        return [d for d in done if isinstance(d, Deleted)]  # a key alone is never locked
 
     async def delete_versions(
-        self, bucket: str, targets: Sequence[tuple[str, str | None]]
-    ) -> list[Deleted]:
+        self,
+        bucket: str,
+        targets: Sequence[tuple[str, str | None]],
+        bypass_governance: bool = False,
+    ) -> list[Deleted | objectlock.ObjectLocked]:
         """DeleteObject and DeleteObjects: each (key, version id) removes that version for
         good ("null": the null version); (key, None) deletes the key as the bucket's
-        versioning says (versions.delete). One transaction for them all."""
+        versioning says (versions.delete). One transaction for them all; a version that Object
+        Lock keeps is answered with ObjectLocked and the others go ahead."""
 
-        async def commit(tx: CatalogTx) -> list[Deleted]:
+        async def commit(tx: CatalogTx) -> list[Deleted | objectlock.ObjectLocked]:
             record = await _require_bucket(tx, bucket)
             now = time.time_ns()
-            return [await versions.delete(tx, record, key, vid, now) for key, vid in targets]
+            done: list[Deleted | objectlock.ObjectLocked] = []
+            for key, vid in targets:
+                try:
+                    done.append(await versions.delete(tx, record, key, vid, now, bypass_governance))
+                except objectlock.ObjectLocked as exc:  # raised before it changed anything
+                    done.append(exc)
+            return done
 
         return await self._write(commit, long=len(targets) > LONG, frees=True)
+
+    async def set_retention(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str | None,
+        mode: str | None,
+        until_ns: int | None,
+        bypass_governance: bool = False,
+    ) -> ObjectInfo:
+        """PutObjectRetention on the latest version or one by id ((None, None): remove it),
+        as objectlock.check_retention allows."""
+
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            version = await _lookup(tx, bucket, key, version_id)
+            objectlock.check_retention(
+                version.lock, mode, until_ns, bypass_governance, time.time_ns()
+            )
+            lock = replace(version.lock, mode=mode, retain_until_ns=until_ns)
+            await tx.set_lock(version, lock)
+            return replace(version, lock=lock)
+
+        return await self._write(commit)
+
+    async def set_legal_hold(
+        self, bucket: str, key: str, version_id: str | None, status: str
+    ) -> ObjectInfo:
+        """PutObjectLegalHold: ON or OFF, on the latest version or one by id."""
+
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            version = await _lookup(tx, bucket, key, version_id)
+            lock = replace(version.lock, legal_hold=status)
+            await tx.set_lock(version, lock)
+            return replace(version, lock=lock)
+
+        return await self._write(commit)
 
     async def copy_object(
         self,
@@ -309,8 +384,10 @@ class Store:
         attrs: ObjectAttrs,
         etag: str,
         learnt_md5: str | None = None,
+        lock: ObjectLock = NO_LOCK,
     ) -> ObjectInfo:
-        """A new object over the source's extents: metadata only, whatever the size.
+        """A new object over the source's extents: metadata only, whatever the size. It does
+        not take the source's Object Lock: `lock` (or the bucket's default) applies.
 
         `source` is the version the caller checked (conditions, ETag); if the source changed
         before the commit, SourceChanged is raised and the caller starts again. `learnt_md5`,
@@ -330,6 +407,7 @@ class Store:
                 attrs=attrs,
                 extents=source.extents,
                 content_md5=etag,
+                lock=lock,
             )
             return await self._put(tx, obj, [])
 
@@ -355,8 +433,16 @@ class Store:
 
     # --- multipart uploads ---------------------------------------------------------------------
 
-    async def create_upload(self, bucket: str, key: str, owner: str, attrs: ObjectAttrs) -> Upload:
-        upload = Upload(secrets.token_urlsafe(32), bucket, key, time.time_ns(), owner, attrs)
+    async def create_upload(
+        self,
+        bucket: str,
+        key: str,
+        owner: str,
+        attrs: ObjectAttrs,
+        lock: ObjectLock = NO_LOCK,
+    ) -> Upload:
+        """A multipart upload; the object Complete makes gets `lock` (or the default)."""
+        upload = Upload(secrets.token_urlsafe(32), bucket, key, time.time_ns(), owner, attrs, lock)
 
         async def commit(tx: CatalogTx) -> Upload:
             await _require_bucket(tx, bucket)
@@ -474,6 +560,7 @@ class Store:
                 extents=tuple(e for p in picked for e in p.extents),
                 parts=tuple(p.size for p in picked),
                 upload_id=upload.id,
+                lock=upload.lock,
             )
             # References the parts' blobs before the upload lets go.
             final = await self._put(tx, obj, [])

@@ -39,6 +39,7 @@ import re
 import secrets
 from dataclasses import replace
 
+from . import objectlock
 from .api import CatalogReader, CatalogTx, Cursor
 from .errors import StoreError
 from .listing import roll_up
@@ -139,20 +140,28 @@ async def _make_way(tx: CatalogTx, bucket: Bucket, key: str, now_ns: int) -> tup
 
 async def put(tx: CatalogTx, bucket: Bucket, obj: ObjectInfo) -> ObjectInfo:
     """Write `obj` as its key's latest version (its references already taken): a new version
-    (Enabled), or the null version (unversioned, Suspended). Gives it with its id and time."""
+    (Enabled), or the null version (unversioned, Suspended), with the lock it asked for or
+    the bucket's default retention. Gives it with its id, time and lock."""
     version_id, mtime = await _make_way(tx, bucket, obj.key, obj.mtime_ns)
-    final = replace(obj, version_id=version_id, mtime_ns=mtime)
+    lock = objectlock.on_write(bucket, obj.lock, mtime)
+    final = replace(obj, version_id=version_id, mtime_ns=mtime, lock=lock)
     if not await tx.insert_object(final):
         raise StoreError("the bucket went away mid-write")  # the caller checked it exists
     return final
 
 
 async def delete(
-    tx: CatalogTx, bucket: Bucket, key: str, version_id: str | None, now_ns: int
+    tx: CatalogTx,
+    bucket: Bucket,
+    key: str,
+    version_id: str | None,
+    now_ns: int,
+    bypass_governance: bool = False,
 ) -> Deleted:
-    """DeleteObject of one key: the key alone (`version_id` None) or one version by its id."""
+    """DeleteObject of one key: the key alone (`version_id` None) or one version by its id
+    (objectlock.ObjectLocked, before anything changes, if a lock keeps that version)."""
     if version_id is not None:
-        return await _remove(tx, bucket.name, key, version_id)
+        return await _remove(tx, bucket.name, key, version_id, now_ns, bypass_governance)
     if bucket.versioning is None:
         old = await tx.delete_object(bucket.name, key)
         if old is not None:
@@ -166,18 +175,24 @@ async def delete(
     return Deleted(key, None, delete_marker=True, marker_version_id=marker_id)
 
 
-async def _remove(tx: CatalogTx, bucket: str, key: str, version_id: str) -> Deleted:
+async def _remove(
+    tx: CatalogTx, bucket: str, key: str, version_id: str, now_ns: int, bypass: bool
+) -> Deleted:
     """Remove one version for good (an id that names nothing is not an error, as on S3); if it
     was the latest, the next newest takes its place."""
-    gone = await tx.get_object(bucket, key)
-    if gone is not None and gone.version_id == version_id:
+    current = await tx.get_object(bucket, key)
+    is_current = current is not None and current.version_id == version_id
+    gone = current if is_current else await tx.get_version(bucket, key, version_id)
+    if gone is None:
+        return Deleted(key, version_id)
+    if objectlock.protected(gone.lock, bypass, now_ns):
+        raise objectlock.ObjectLocked()
+    if is_current:
         await tx.delete_object(bucket, key)
     else:
-        gone = await tx.delete_version(bucket, key, version_id)
-        if gone is None:
-            return Deleted(key, version_id)
+        await tx.delete_version(bucket, key, version_id)
     await tx.release(gone.extents)
-    if await tx.get_object(bucket, key) is None:
+    if is_current or current is None:
         await _promote(tx, bucket, key)
     if gone.delete_marker:
         return Deleted(key, version_id, delete_marker=True, marker_version_id=version_id)

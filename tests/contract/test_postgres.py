@@ -557,3 +557,89 @@ def test_the_start_up_sweep_asks_the_database(postgres: PostgresServer, tmp_path
         assert runner.run(store.sweep()) == (0, 1)
         assert files(tmp_path) == {kept.extents[0].blob}
         store.close()
+
+
+def test_a_schema_2_database_upgrades_to_object_lock_in_place(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """A database as the gateway made it before Object Lock (schema 2) gets the lock columns
+    on its first connection: its objects stay, and locks are kept in every table."""
+    from gateway.store.postgres.schema import MIGRATIONS
+    from gateway.store.rows import encode_attrs
+
+    url = postgres.database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for step in (1, 2):
+            for statement in MIGRATIONS[step]:
+                conn.execute(statement)
+        conn.execute("CREATE TABLE schema_version (one integer PRIMARY KEY, version integer)")
+        conn.execute("INSERT INTO schema_version VALUES (1, 2)")
+        conn.execute("INSERT INTO buckets VALUES ('old', 'owner', 'us-east-1', 1, NULL)")
+        conn.execute("INSERT INTO blobs VALUES ('b1', 5, 1, %s)", (b"hello",))
+        conn.execute(
+            "INSERT INTO objects VALUES ('old', %s, 5, 'e', NULL, 1, %s, %s, NULL, NULL, NULL)",
+            (b"k", encode_attrs(ObjectAttrs()), '[["b1",0,5]]'),
+        )
+    with asyncio.Runner() as runner:
+        store = node(tmp_path, url)
+        try:
+            old = runner.run(store.head_object("old", "k"))
+            assert (old.size, old.version_id, old.lock.legal_hold) == (5, "null", None)
+            runner.run(store.create_bucket("new", "owner", "us-east-1", object_lock=True))
+            first = runner.run(put(store, "new", "k", b"x"))
+            runner.run(store.set_legal_hold("new", "k", None, "ON"))
+            runner.run(put(store, "new", "k", b"y"))  # `first` is noncurrent now
+            held = runner.run(store.head_object("new", "k", first.version_id))
+            assert held.lock.legal_hold == "ON"
+            assert runner.run(store.head_object("new", "k")).lock.legal_hold is None
+        finally:
+            store.close()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+
+
+def test_a_legal_hold_waits_for_a_removal_that_read_the_version(
+    nodes: tuple[asyncio.Runner, list[Store]], postgres: PostgresServer
+) -> None:
+    """A removal by id has read a noncurrent version (under a delete marker: no current
+    object whose row would order the two) and found it unlocked; PutObjectLegalHold on it
+    through another node then waits, and finds the version gone. Never a hold acknowledged
+    on a version that is then removed."""
+    runner, (first, second, _) = nodes
+    runner.run(first.create_bucket("b", "owner", "us-east-1", object_lock=True))
+    old = runner.run(put(first, "b", "k", b"old"))
+    runner.run(first.delete_versions("b", [("k", None)]))
+    vid = old.version_id
+
+    async def go() -> tuple[object, ObjectInfo | None]:
+        read, resume = asyncio.Event(), asyncio.Event()
+
+        async def removal(tx: CatalogTx) -> ObjectInfo | None:
+            gone = await tx.get_version("b", "k", vid)  # as versions._remove reads it
+            assert gone is not None and gone.lock.legal_hold is None
+            read.set()
+            await resume.wait()
+            return await tx.delete_version("b", "k", vid)
+
+        removing = asyncio.ensure_future(_write(first.catalog, removal))
+        await read.wait()
+        hold = asyncio.ensure_future(second.set_legal_hold("b", "k", vid, "ON"))
+        while not hold.done() and not _lock_waits(postgres):
+            await asyncio.sleep(0.01)
+        resume.set()
+        removed, _ = await removing
+        (held,) = await asyncio.gather(hold, return_exceptions=True)
+        return held, removed
+
+    held, removed = runner.run(go())
+    assert removed is not None and removed.version_id == vid
+    assert isinstance(held, versions.NoSuchVersion), held
+
+
+def _lock_waits(postgres: PostgresServer) -> bool:
+    """Is a session of the server waiting for a row lock?"""
+    with psycopg.connect(postgres.url("postgres"), autocommit=True) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()  # type: ignore[misc]
+    return n > 0

@@ -76,8 +76,8 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
     name = ctx.bucket
     if not valid_bucket_name(name):
         raise S3Error("InvalidBucketName", BucketName=name)
-    if ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
-        raise S3Error("NotImplemented", "Object Lock is not supported")
+    # Object Lock turns versioning on with it, for good.
+    object_lock = ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true"
     body = await ctx.read_xml(MAX_BUCKET_XML)
     region = ctx.settings.region
     if body.strip():
@@ -96,7 +96,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
                     "specific endpoint this request was sent to.",
                 )
     try:
-        await ctx.store.create_bucket(name, ctx.user.canonical_id, region)
+        await ctx.store.create_bucket(name, ctx.user.canonical_id, region, object_lock)
     except StoreError as exc:
         # AWS, in us-east-1 only: re-creating a bucket you own is a successful no-op.
         if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":

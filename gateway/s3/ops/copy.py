@@ -20,7 +20,7 @@ from ...store import ObjectInfo
 from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION
 from ...store.versions import DeleteMarker
-from .. import conditions, xml
+from .. import conditions, retention, xml
 from ..authorize import authorize, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -118,6 +118,8 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     directive = ctx.headers.get("x-amz-metadata-directive", "COPY")
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive", directive)
+    # A copy never takes the source's lock: what the request asks for, or the bucket default.
+    lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
         if source.size > MAX_COPY_SIZE:
@@ -145,7 +147,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
             attrs = replace(source.attrs, headers=headers)
         etag, learnt = await _whole_md5(ctx, source)
         try:
-            obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt)
+            obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt, lock)
         except SourceChanged:
             continue
         if obj.version_id != NULL_VERSION:

@@ -12,7 +12,7 @@ from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_SIZE
 from ...store import Part, Upload
 from ...store.model import NULL_VERSION
-from .. import checksums, xml
+from .. import checksums, retention, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .listing import encoder, max_count
@@ -58,7 +58,8 @@ async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     spec = _upload_checksum(ctx.headers)
     attrs = replace(attrs_from_headers(ctx.headers), checksums=spec)
-    upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs)
+    lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
+    upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs, lock)
     headers = {}
     if spec:
         headers = {
@@ -85,6 +86,7 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     ctx.payload.require_length(MAX_PART_SIZE)
     # Before the body is invited: an unknown upload costs the client nothing.
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
+    retention.require_integrity(ctx.headers, ctx.bucket_record, upload.lock, "Put Part")
     expected = _algorithm(upload)
     sent = ctx.payload.checksum
     if expected is not None and sent is not None and sent.algorithm is not expected:

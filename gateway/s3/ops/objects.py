@@ -23,8 +23,9 @@ from ...store import (
     WriteCondition,
 )
 from ...store.model import NULL_VERSION, Deleted
+from ...store.objectlock import ObjectLocked
 from ...store.versions import DeleteMarker, is_version_id
-from .. import conditions, xml
+from .. import checksums, conditions, retention, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import REQUEST_ID
@@ -180,6 +181,12 @@ def check_version_id(
     return version_id
 
 
+def require_integrity_header(ctx: Context) -> None:
+    """For the operations whose every request AWS wants Content-MD5 or a checksum on."""
+    if not checksums.has_integrity_header(ctx.headers):
+        raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
+
+
 def version_headers(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
     """x-amz-version-id of the version a GET, HEAD or copy reads or a write made."""
     if obj.version_id != NULL_VERSION or versioned(ctx):
@@ -275,11 +282,13 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     if encoding:
         headers["content-encoding"] = encoding
     expected_md5 = content_md5(ctx.headers)
+    lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
+    retention.require_integrity(ctx.headers, ctx.bucket_record, lock, "Put Object")
     ctx.payload.require_length(ctx.settings.max_object_size)
     blob = await stage_body(ctx, expected_md5)
     checksum = ctx.payload.checksum_headers()
     attrs = replace(attrs, headers=headers, checksums=checksum)
-    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition)
+    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition, lock)
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
     return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum, **made})
@@ -318,6 +327,7 @@ async def _send_object(
     overrides = response_overrides(ctx.query)
     headers = object_headers(obj)
     headers.update(version_headers(ctx, obj))
+    headers.update(retention.lock_headers(obj))
     if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
         return web.Response(
             status=304,
@@ -399,7 +409,10 @@ def _requested_part(
 
 async def delete_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
-    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)])
+    bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record)
+    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)], bypass)
+    if isinstance(done, ObjectLocked):
+        raise done
     headers = {}
     if done.delete_marker:  # a marker made, or the version removed was one
         headers["x-amz-delete-marker"] = "true"
@@ -411,11 +424,8 @@ async def delete_object(ctx: Context) -> web.StreamResponse:
 
 
 async def delete_objects(ctx: Context) -> web.StreamResponse:
-    if "content-md5" not in ctx.headers and not any(
-        h.lower().startswith(("x-amz-checksum-", "x-amz-sdk-checksum-")) for h in ctx.headers
-    ):
-        # AWS requires an integrity header on this operation.
-        raise S3Error("InvalidRequest", "Missing required header for this request: Content-Md5")
+    require_integrity_header(ctx)
+    bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record, strict=False)
     expected_md5 = content_md5(ctx.headers)
     body = await ctx.read_xml(MAX_DELETE_XML)
     if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
@@ -448,9 +458,14 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
             deletable.append((len(results), key, version))
             results.append(None)
     if deletable:
-        done = await ctx.store.delete_versions(ctx.bucket, [(k, v) for _, k, v in deletable])
-        for (at, _, _), deleted in zip(deletable, done, strict=True):
-            results[at] = None if quiet else _deleted(deleted)
+        done = await ctx.store.delete_versions(
+            ctx.bucket, [(k, v) for _, k, v in deletable], bypass
+        )
+        for (at, key, version), deleted in zip(deletable, done, strict=True):
+            if isinstance(deleted, ObjectLocked):
+                results[at] = _delete_error(key, version, deleted.code, deleted.message)
+            elif not quiet:
+                results[at] = _deleted(deleted)
     return web.Response(
         body=xml.render("DeleteResult", [r for r in results if r is not None]),
         content_type="application/xml",
@@ -469,8 +484,8 @@ def _deleted(done: Deleted) -> xml.Node:
     )
 
 
-def _delete_error(key: str, version: str | None, code: str) -> xml.Node:
-    error = S3Error(code)
+def _delete_error(key: str, version: str | None, code: str, message: str | None = None) -> xml.Node:
+    error = S3Error(code, message)
     return (
         "Error",
         [("Key", key), ("VersionId", version), ("Code", code), ("Message", error.message)],

@@ -8,9 +8,10 @@ writers on other connections (READ COMMITTED; see the package's docstring for th
   counts are applied together at its end, in blob id order (`settle`), so that writers lock
   blob rows in one order and after the object rows;
 - a read inside a write transaction locks what the write depends on: the object a condition
-  or a copy checked (FOR UPDATE), the bucket a row goes into (FOR KEY SHARE, as a foreign key
-  would), the upload a part goes into (FOR SHARE); deleting a bucket or an upload takes the
-  exclusive lock before it looks at what the bucket or upload holds;
+  or a copy checked and a version read by its id, whose Object Lock a removal checks or a
+  PutObjectRetention changes (FOR UPDATE), the bucket a row goes into (FOR KEY SHARE, as a
+  foreign key would), the upload a part goes into (FOR SHARE); deleting a bucket or an upload
+  takes the exclusive lock before it looks at what the bucket or upload holds;
 - an object row that another transaction made after our delete_object looked (it replaced
   the row we waited for, or there was none) is replaced by our insert, its references
   released, as a later write would; unless this write read that key's state (a condition,
@@ -39,7 +40,17 @@ import psycopg
 
 from .. import errors
 from ..api import BlobRow, Cursor
-from ..model import NULL_VERSION, Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..model import (
+    NULL_VERSION,
+    Bucket,
+    Extent,
+    ListEntry,
+    ObjectInfo,
+    ObjectLock,
+    Part,
+    StagedBlob,
+    Upload,
+)
 from ..rows import (
     BUCKET_COLUMNS,
     OBJECT_COLUMNS,
@@ -47,12 +58,16 @@ from ..rows import (
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
     VERSION_ENTRY_COLUMNS,
-    encode_attrs,
+    bucket_from_row,
+    bucket_values,
+    encode_lock,
     encode_manifest,
     object_from_row,
+    object_lock_value,
     object_values,
     part_from_row,
     upload_from_row,
+    upload_values,
     version_entry,
     version_from_row,
     version_values,
@@ -106,7 +121,7 @@ class _Reads:
         row = await self._one(
             f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = %s{self._BUCKET_LOCK}", (name,)
         )
-        return Bucket(*row) if row else None
+        return bucket_from_row(row) if row else None
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]:
         if owner is None:
@@ -115,7 +130,7 @@ class _Reads:
             rows = await self._all(
                 f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE owner = %s ORDER BY name", (owner,)
             )
-        return [Bucket(*row) for row in rows]
+        return [bucket_from_row(row) for row in rows]
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         sql = f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = %s AND key = %s"
@@ -265,15 +280,59 @@ class PostgresTx(ConnReader):
         # Two creating the same name at once: the second's INSERT fails (unique violation),
         # and its write, run again, finds the first's bucket.
         await self._run(
-            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s, %s)",
-            (bucket.name, bucket.owner, bucket.region, bucket.created_ns, bucket.versioning),
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            bucket_values(bucket),
         )
         return None
 
     async def update_bucket(self, bucket: Bucket) -> None:
         await self._run(
-            "UPDATE buckets SET versioning = %s WHERE name = %s", (bucket.versioning, bucket.name)
+            "UPDATE buckets SET versioning = %s, object_lock = %s WHERE name = %s",
+            (bucket.versioning, object_lock_value(bucket), bucket.name),
         )
+
+    async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
+        # Locked, as a current object is (get_object): a removal by id checks the version's
+        # Object Lock and a PutObjectRetention / PutObjectLegalHold changes it; one waits
+        # for the other and then reads the row as it left it.
+        where, args = _version_where(version_id)
+        row = await self._one(
+            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s AND {where} "
+            "FOR UPDATE",
+            (bucket, key.encode(), *args),
+        )
+        if row is not None:
+            return version_from_row(bucket, row)
+        await self._check_not_promoted(bucket, key, version_id)
+        return None
+
+    async def _check_not_promoted(self, bucket: str, key: str, version_id: str) -> None:
+        """A version not in `versions` may have been made current by a promotion this write
+        did not see (its read of the current object came before, or waited for a row that
+        then went): then the write runs again, and finds the version current."""
+        current = "version_id IS NULL" if version_id == NULL_VERSION else "version_id = %s"
+        args = () if version_id == NULL_VERSION else (version_id,)
+        if await self._one(
+            f"SELECT 1 FROM objects WHERE bucket = %s AND key = %s AND {current}",
+            (bucket, key.encode(), *args),
+        ):
+            raise Conflict()
+
+    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
+        # The version's row is this transaction's (get_object and get_version lock it), so
+        # it is still in the table it was read from.
+        args = (encode_lock(lock), version.bucket, version.key.encode())
+        if version.version_id == NULL_VERSION:
+            current, more = "version_id IS NULL", ()
+        else:
+            current, more = "version_id = %s", (version.version_id,)
+        sql = f"UPDATE objects SET lock = %s WHERE bucket = %s AND key = %s AND {current}"
+        if await self._run(sql, (*args, *more)) == 1:
+            return
+        where, more = _version_where(version.version_id)
+        sql = f"UPDATE versions SET lock = %s WHERE bucket = %s AND key = %s AND {where}"
+        if await self._run(sql, (*args, *more)) != 1:
+            raise Conflict()
 
     async def delete_bucket(self, name: str) -> None:
         await self._run("DELETE FROM buckets WHERE name = %s", (name,))
@@ -452,15 +511,8 @@ class PostgresTx(ConnReader):
         )
         if row is not None:
             return version_from_row(bucket, row)
-        # Not there: gone for good, or made current by a promotion this write did not see (its
-        # read of the current object came before, or waited for a row that then went). Then
-        # the write runs again, and finds the version current.
-        current = "version_id IS NULL" if version_id == NULL_VERSION else "version_id = %s"
-        if await self._one(
-            f"SELECT 1 FROM objects WHERE bucket = %s AND key = %s AND {current}",
-            (bucket, key.encode(), *args),
-        ):
-            raise Conflict()
+        # Not there: gone for good, or made current by a promotion.
+        await self._check_not_promoted(bucket, key, version_id)
         return None
 
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
@@ -474,15 +526,8 @@ class PostgresTx(ConnReader):
 
     async def insert_upload(self, upload: Upload) -> None:
         await self._run(
-            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
-            (
-                upload.id,
-                upload.bucket,
-                upload.key.encode(),
-                upload.initiated_ns,
-                upload.owner,
-                encode_attrs(upload.attrs),
-            ),
+            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            upload_values(upload),
         )
 
     async def put_part(self, part: Part) -> Part | None:

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -103,6 +103,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             key         bytea NOT NULL,
             PRIMARY KEY (bucket, key)
         )""",
+    ),
+    # Object Lock (objectlock.py): a bucket's configuration (NULL: never enabled), a version's
+    # retention and legal hold, and what CreateMultipartUpload asked for the object; JSON text
+    # as on SQLite (rows.py). NULL everywhere in rows already stored: nothing was locked.
+    3: (
+        "ALTER TABLE buckets ADD COLUMN IF NOT EXISTS object_lock text",
+        "ALTER TABLE objects ADD COLUMN IF NOT EXISTS lock text",
+        "ALTER TABLE versions ADD COLUMN IF NOT EXISTS lock text",
+        "ALTER TABLE uploads ADD COLUMN IF NOT EXISTS lock text",
     ),
 }
 

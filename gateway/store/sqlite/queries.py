@@ -14,7 +14,17 @@ from typing import Any
 
 from .. import errors
 from ..api import BlobRow, Cursor
-from ..model import NULL_VERSION, Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from ..model import (
+    NULL_VERSION,
+    Bucket,
+    Extent,
+    ListEntry,
+    ObjectInfo,
+    ObjectLock,
+    Part,
+    StagedBlob,
+    Upload,
+)
 from ..rows import (
     BUCKET_COLUMNS,
     OBJECT_COLUMNS,
@@ -22,12 +32,16 @@ from ..rows import (
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
     VERSION_ENTRY_COLUMNS,
-    encode_attrs,
+    bucket_from_row,
+    bucket_values,
+    encode_lock,
     encode_manifest,
     object_from_row,
+    object_lock_value,
     object_values,
     part_from_row,
     upload_from_row,
+    upload_values,
     version_entry,
     version_from_row,
     version_values,
@@ -64,7 +78,7 @@ class SqliteReader:
         row = self.conn.execute(
             f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = ?", (name,)
         ).fetchone()
-        return Bucket(*row) if row else None
+        return bucket_from_row(row) if row else None
 
     async def list_buckets(self, owner: str | None) -> list[Bucket]:
         if owner is None:
@@ -73,7 +87,7 @@ class SqliteReader:
             rows = self.conn.execute(
                 f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE owner = ? ORDER BY name", (owner,)
             )
-        return [Bucket(*row) for row in rows]
+        return [bucket_from_row(row) for row in rows]
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         row = self.conn.execute(
@@ -217,15 +231,30 @@ class SqliteTx(SqliteReader):
         if existing is not None:
             return existing
         self.conn.execute(
-            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-            (bucket.name, bucket.owner, bucket.region, bucket.created_ns, bucket.versioning),
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            bucket_values(bucket),
         )
         return None
 
     async def update_bucket(self, bucket: Bucket) -> None:
         self.conn.execute(
-            "UPDATE buckets SET versioning = ? WHERE name = ?", (bucket.versioning, bucket.name)
+            "UPDATE buckets SET versioning = ?, object_lock = ? WHERE name = ?",
+            (bucket.versioning, object_lock_value(bucket), bucket.name),
         )
+
+    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
+        args = (encode_lock(lock), version.bucket, version.key.encode())
+        current = "version_id IS NULL" if version.version_id == NULL_VERSION else "version_id = ?"
+        cur = self.conn.execute(
+            f"UPDATE objects SET lock = ? WHERE bucket = ? AND key = ? AND {current}",
+            args if version.version_id == NULL_VERSION else (*args, version.version_id),
+        )
+        if cur.rowcount == 0:
+            where, more = _version_where(version.version_id)
+            self.conn.execute(
+                f"UPDATE versions SET lock = ? WHERE bucket = ? AND key = ? AND {where}",
+                (*args, *more),
+            )
 
     async def delete_bucket(self, name: str) -> None:
         self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))
@@ -268,7 +297,7 @@ class SqliteTx(SqliteReader):
         # The bucket is checked by the insert itself (one statement less per PUT).
         cur = self.conn.execute(
             f"INSERT INTO objects (bucket, {OBJECT_COLUMNS}) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
             "WHERE EXISTS (SELECT 1 FROM buckets WHERE name = ?)",
             (obj.bucket, *object_values(obj), obj.bucket),
         )
@@ -277,7 +306,7 @@ class SqliteTx(SqliteReader):
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         self.conn.execute(
             f"INSERT INTO versions (bucket, {VERSION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (obj.bucket, *version_values(obj, seq)),
         )
 
@@ -308,15 +337,8 @@ class SqliteTx(SqliteReader):
 
     async def insert_upload(self, upload: Upload) -> None:
         self.conn.execute(
-            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                upload.id,
-                upload.bucket,
-                upload.key.encode(),
-                upload.initiated_ns,
-                upload.owner,
-                encode_attrs(upload.attrs),
-            ),
+            f"INSERT INTO uploads ({UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            upload_values(upload),
         )
 
     async def put_part(self, part: Part) -> Part | None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
     owner       TEXT NOT NULL,
     region      TEXT NOT NULL,
     created_ns  INTEGER NOT NULL,
-    versioning  TEXT
+    versioning  TEXT,
+    object_lock TEXT  -- NULL: never enabled; else JSON, with the default retention if any
 ) WITHOUT ROWID;
 
 -- The current version of each key, when it is an object (not a delete marker): what
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS objects (
     manifest    TEXT NOT NULL,
     parts       TEXT,
     upload_id   TEXT,
+    lock        TEXT,  -- Object Lock retention and legal hold (JSON), if any
     version_id  TEXT,  -- NULL: the null version
     PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS versions (
     manifest    TEXT NOT NULL,
     parts       TEXT,
     upload_id   TEXT,
+    lock        TEXT,
     PRIMARY KEY (bucket, key, seq)
 ) WITHOUT ROWID;
 -- A key has at most one null version.
@@ -65,7 +68,8 @@ CREATE TABLE IF NOT EXISTS uploads (
     key          BLOB NOT NULL,
     initiated_ns INTEGER NOT NULL,
     owner        TEXT NOT NULL,
-    attrs        TEXT NOT NULL
+    attrs        TEXT NOT NULL,
+    lock         TEXT
 );
 CREATE INDEX IF NOT EXISTS uploads_by_key ON uploads (bucket, key, initiated_ns, id);
 
@@ -115,6 +119,14 @@ def initialise(path: Path) -> None:
             # place (the versions table is created by SCHEMA, empty).
             steps.append("ALTER TABLE buckets ADD COLUMN versioning TEXT;")
             steps.append("ALTER TABLE objects ADD COLUMN version_id TEXT;")
+        if 0 < version < 4:
+            # 4: Object Lock. NULL everywhere: no bucket had it, no version is locked.
+            steps.append("ALTER TABLE buckets ADD COLUMN object_lock TEXT;")
+            steps.append("ALTER TABLE objects ADD COLUMN lock TEXT;")
+            steps.append("ALTER TABLE uploads ADD COLUMN lock TEXT;")
+        if version == 3:
+            # Older catalogs get the versions table from SCHEMA, with the column.
+            steps.append("ALTER TABLE versions ADD COLUMN lock TEXT;")
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
