@@ -24,7 +24,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from .model import Bucket, Extent, ListEntry, ObjectInfo, ObjectLock, Part, StagedBlob, Upload
+from .model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
 
 T = TypeVar("T")
 
@@ -118,6 +118,11 @@ class CatalogTx(CatalogReader, Protocol):
         """Create the bucket, or return the one that already has the name."""
         ...
 
+    async def lock_bucket(self, name: str) -> Bucket | None:
+        """get_bucket, for a change of its settings: no other transaction changes them until
+        this one ends (writes into the bucket are not held up)."""
+        ...
+
     async def update_bucket(self, bucket: Bucket) -> None:
         """Store a bucket's settings (versioning state, Object Lock and its default)."""
         ...
@@ -153,9 +158,10 @@ class CatalogTx(CatalogReader, Protocol):
         position `seq` among its key's versions (ascending: newest first)."""
         ...
 
-    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
-        """Store a version's Object Lock settings, wherever the version is (current or not);
-        `version` as read in this transaction."""
+    async def update_version(self, version: ObjectInfo) -> None:
+        """Store what may change on a version after it is written, its `attrs` (ACL, tags)
+        and its `lock`, wherever the version is (current or not); `version` as read in this
+        transaction, with those fields changed."""
         ...
 
     async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:

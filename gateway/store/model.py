@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # The version id of an object written while its bucket's versioning was never set or suspended.
@@ -39,6 +40,10 @@ class Bucket:
     # Object Lock, once enabled, stays enabled (and versioning with it).
     object_lock: bool = False
     default_retention: DefaultRetention | None = None
+    # The bucket's configuration documents by name ("cors", "policy", "acl", "tagging", ...),
+    # each as its operation stores it; an absent name is a configuration never set (or
+    # deleted). Read with the bucket, so a request's authorisation reads no more rows.
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from .model import (
     Upload,
 )
 
-BUCKET_COLUMNS = "name, owner, region, created_ns, versioning, object_lock"
+BUCKET_COLUMNS = "name, owner, region, created_ns, versioning, object_lock, settings"
 ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload_id, lock"
 OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
 VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
@@ -71,12 +71,21 @@ def decode_lock(text: str | None) -> ObjectLock:
 
 def bucket_from_row(row: Sequence[Any]) -> Bucket:
     """A row of the buckets table (BUCKET_COLUMNS)."""
-    name, owner, region, created_ns, versioning, object_lock = row
-    if object_lock is None:
-        return Bucket(name, owner, region, created_ns, versioning)
-    rule = json.loads(object_lock)
-    default = DefaultRetention(*rule) if rule else None
-    return Bucket(name, owner, region, created_ns, versioning, True, default)
+    name, owner, region, created_ns, versioning, object_lock, settings = row
+    default = None
+    if object_lock is not None:
+        rule = json.loads(object_lock)
+        default = DefaultRetention(*rule) if rule else None
+    return Bucket(
+        name,
+        owner,
+        region,
+        created_ns,
+        versioning,
+        object_lock is not None,
+        default,
+        json.loads(settings) if settings else {},
+    )
 
 
 def bucket_values(bucket: Bucket) -> tuple[Any, ...]:
@@ -88,7 +97,13 @@ def bucket_values(bucket: Bucket) -> tuple[Any, ...]:
         bucket.created_ns,
         bucket.versioning,
         object_lock_value(bucket),
+        settings_value(bucket),
     )
+
+
+def settings_value(bucket: Bucket) -> str | None:
+    """buckets.settings: NULL while no configuration is set, else a JSON object."""
+    return json.dumps(dict(bucket.settings), separators=(",", ":")) if bucket.settings else None
 
 
 def object_lock_value(bucket: Bucket) -> str | None:

@@ -218,7 +218,7 @@ class Store:
         """PutBucketVersioning: "Enabled" or "Suspended" (never back to unversioned)."""
 
         async def commit(tx: CatalogTx) -> Bucket:
-            bucket = await _require_bucket(tx, name)
+            bucket = await _change_bucket(tx, name)
             if bucket.object_lock and status != versions.ENABLED:
                 raise objectlock.InvalidBucketState(objectlock.KEEPS_VERSIONING)
             bucket = replace(bucket, versioning=status)
@@ -232,12 +232,46 @@ class Store:
         none. Versioning must be Enabled."""
 
         async def commit(tx: CatalogTx) -> Bucket:
-            bucket = await _require_bucket(tx, name)
+            bucket = await _change_bucket(tx, name)
             if bucket.versioning != versions.ENABLED:
                 raise objectlock.InvalidBucketState(objectlock.NEEDS_VERSIONING)
             bucket = replace(bucket, object_lock=True, default_retention=default)
             await tx.update_bucket(bucket)
             return bucket
+
+        return await self._write(commit)
+
+    async def set_bucket_setting(self, name: str, setting: str, value: str | None) -> Bucket:
+        """Put (or, with None, delete) one of a bucket's configuration documents by name;
+        the others are kept, whatever other node changes them at the same time."""
+
+        async def commit(tx: CatalogTx) -> Bucket:
+            bucket = await _change_bucket(tx, name)
+            settings = {k: v for k, v in bucket.settings.items() if k != setting}
+            if value is not None:
+                settings[setting] = value
+            bucket = replace(bucket, settings=settings)
+            await tx.update_bucket(bucket)
+            return bucket
+
+        return await self._write(commit)
+
+    async def update_attrs(
+        self,
+        bucket: str,
+        key: str,
+        version_id: str | None,
+        change: Callable[[ObjectInfo], ObjectAttrs],
+    ) -> ObjectInfo:
+        """Change what is stored beside a version's bytes (its ACL, its tags): `change` gets
+        the latest version or the one by id, as it is in this transaction, and returns its
+        new attrs. The bytes, the ETag and the time are untouched."""
+
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            version = await _lookup(tx, bucket, key, version_id)
+            version = replace(version, attrs=change(version))
+            await tx.update_version(version)
+            return version
 
         return await self._write(commit)
 
@@ -357,9 +391,11 @@ class Store:
             objectlock.check_retention(
                 version.lock, mode, until_ns, bypass_governance, time.time_ns()
             )
-            lock = replace(version.lock, mode=mode, retain_until_ns=until_ns)
-            await tx.set_lock(version, lock)
-            return replace(version, lock=lock)
+            version = replace(
+                version, lock=replace(version.lock, mode=mode, retain_until_ns=until_ns)
+            )
+            await tx.update_version(version)
+            return version
 
         return await self._write(commit)
 
@@ -370,9 +406,9 @@ class Store:
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             version = await _lookup(tx, bucket, key, version_id)
-            lock = replace(version.lock, legal_hold=status)
-            await tx.set_lock(version, lock)
-            return replace(version, lock=lock)
+            version = replace(version, lock=replace(version.lock, legal_hold=status))
+            await tx.update_version(version)
+            return version
 
         return await self._write(commit)
 
@@ -703,6 +739,14 @@ def _answer(fut: asyncio.Future[T], result: T | None, exc: BaseException | None)
         fut.set_exception(exc)
     else:
         fut.set_result(result)  # type: ignore[arg-type]
+
+
+async def _change_bucket(tx: CatalogTx, name: str) -> Bucket:
+    """The bucket whose settings `tx` changes; NoSuchBucket."""
+    bucket = await tx.lock_bucket(name)
+    if bucket is None:
+        raise errors.NoSuchBucket(BucketName=name)
+    return bucket
 
 
 async def _require_bucket(reader: CatalogReader, name: str) -> Bucket:

@@ -595,7 +595,7 @@ def test_a_schema_2_database_upgrades_to_object_lock_in_place(
         finally:
             store.close()
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
 
 
 def test_a_legal_hold_waits_for_a_removal_that_read_the_version(

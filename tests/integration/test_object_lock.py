@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
+from gateway.store.sqlite.schema import SCHEMA_VERSION
 from tests import raw
 from tests.datadir import inspect
 from tests.server import ACCESS_KEY, GatewayProcess
@@ -473,6 +474,6 @@ def test_a_data_folder_from_before_object_lock_upgrades_in_place(tmp_path: Path)
     finally:
         server.stop()
     conn = sqlite3.connect(data / "catalog.sqlite3")
-    assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     conn.close()
     inspect(data).assert_clean()

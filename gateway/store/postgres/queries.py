@@ -46,7 +46,6 @@ from ..model import (
     Extent,
     ListEntry,
     ObjectInfo,
-    ObjectLock,
     Part,
     StagedBlob,
     Upload,
@@ -60,12 +59,14 @@ from ..rows import (
     VERSION_ENTRY_COLUMNS,
     bucket_from_row,
     bucket_values,
+    encode_attrs,
     encode_lock,
     encode_manifest,
     object_from_row,
     object_lock_value,
     object_values,
     part_from_row,
+    settings_value,
     upload_from_row,
     upload_values,
     version_entry,
@@ -280,15 +281,23 @@ class PostgresTx(ConnReader):
         # Two creating the same name at once: the second's INSERT fails (unique violation),
         # and its write, run again, finds the first's bucket.
         await self._run(
-            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             bucket_values(bucket),
         )
         return None
 
+    async def lock_bucket(self, name: str) -> Bucket | None:
+        # NO KEY UPDATE: waits for another change of the settings, not for writes into the
+        # bucket (they hold KEY SHARE).
+        row = await self._one(
+            f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = %s FOR NO KEY UPDATE", (name,)
+        )
+        return bucket_from_row(row) if row else None
+
     async def update_bucket(self, bucket: Bucket) -> None:
         await self._run(
-            "UPDATE buckets SET versioning = %s, object_lock = %s WHERE name = %s",
-            (bucket.versioning, object_lock_value(bucket), bucket.name),
+            "UPDATE buckets SET versioning = %s, object_lock = %s, settings = %s WHERE name = %s",
+            (bucket.versioning, object_lock_value(bucket), settings_value(bucket), bucket.name),
         )
 
     async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
@@ -318,19 +327,28 @@ class PostgresTx(ConnReader):
         ):
             raise Conflict()
 
-    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
+    async def update_version(self, version: ObjectInfo) -> None:
         # The version's row is this transaction's (get_object and get_version lock it), so
         # it is still in the table it was read from.
-        args = (encode_lock(lock), version.bucket, version.key.encode())
+        args = (
+            encode_attrs(version.attrs),
+            encode_lock(version.lock),
+            version.bucket,
+            version.key.encode(),
+        )
         if version.version_id == NULL_VERSION:
             current, more = "version_id IS NULL", ()
         else:
             current, more = "version_id = %s", (version.version_id,)
-        sql = f"UPDATE objects SET lock = %s WHERE bucket = %s AND key = %s AND {current}"
+        sql = (
+            f"UPDATE objects SET attrs = %s, lock = %s WHERE bucket = %s AND key = %s AND {current}"
+        )
         if await self._run(sql, (*args, *more)) == 1:
             return
         where, more = _version_where(version.version_id)
-        sql = f"UPDATE versions SET lock = %s WHERE bucket = %s AND key = %s AND {where}"
+        sql = (
+            f"UPDATE versions SET attrs = %s, lock = %s WHERE bucket = %s AND key = %s AND {where}"
+        )
         if await self._run(sql, (*args, *more)) != 1:
             raise Conflict()
 

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -113,6 +113,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE versions ADD COLUMN IF NOT EXISTS lock text",
         "ALTER TABLE uploads ADD COLUMN IF NOT EXISTS lock text",
     ),
+    # A bucket's configuration documents by name (CORS, policy, ACL, ...) as one JSON text,
+    # as on SQLite; NULL: none set.
+    4: ("ALTER TABLE buckets ADD COLUMN IF NOT EXISTS settings text",),
 }
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (

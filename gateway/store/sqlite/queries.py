@@ -20,7 +20,6 @@ from ..model import (
     Extent,
     ListEntry,
     ObjectInfo,
-    ObjectLock,
     Part,
     StagedBlob,
     Upload,
@@ -34,12 +33,14 @@ from ..rows import (
     VERSION_ENTRY_COLUMNS,
     bucket_from_row,
     bucket_values,
+    encode_attrs,
     encode_lock,
     encode_manifest,
     object_from_row,
     object_lock_value,
     object_values,
     part_from_row,
+    settings_value,
     upload_from_row,
     upload_values,
     version_entry,
@@ -231,28 +232,36 @@ class SqliteTx(SqliteReader):
         if existing is not None:
             return existing
         self.conn.execute(
-            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             bucket_values(bucket),
         )
         return None
 
+    async def lock_bucket(self, name: str) -> Bucket | None:
+        return await self.get_bucket(name)  # one writer at a time
+
     async def update_bucket(self, bucket: Bucket) -> None:
         self.conn.execute(
-            "UPDATE buckets SET versioning = ?, object_lock = ? WHERE name = ?",
-            (bucket.versioning, object_lock_value(bucket), bucket.name),
+            "UPDATE buckets SET versioning = ?, object_lock = ?, settings = ? WHERE name = ?",
+            (bucket.versioning, object_lock_value(bucket), settings_value(bucket), bucket.name),
         )
 
-    async def set_lock(self, version: ObjectInfo, lock: ObjectLock) -> None:
-        args = (encode_lock(lock), version.bucket, version.key.encode())
+    async def update_version(self, version: ObjectInfo) -> None:
+        args = (
+            encode_attrs(version.attrs),
+            encode_lock(version.lock),
+            version.bucket,
+            version.key.encode(),
+        )
         current = "version_id IS NULL" if version.version_id == NULL_VERSION else "version_id = ?"
         cur = self.conn.execute(
-            f"UPDATE objects SET lock = ? WHERE bucket = ? AND key = ? AND {current}",
+            f"UPDATE objects SET attrs = ?, lock = ? WHERE bucket = ? AND key = ? AND {current}",
             args if version.version_id == NULL_VERSION else (*args, version.version_id),
         )
         if cur.rowcount == 0:
             where, more = _version_where(version.version_id)
             self.conn.execute(
-                f"UPDATE versions SET lock = ? WHERE bucket = ? AND key = ? AND {where}",
+                f"UPDATE versions SET attrs = ?, lock = ? WHERE bucket = ? AND key = ? AND {where}",
                 (*args, *more),
             )
 

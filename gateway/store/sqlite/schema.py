@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS buckets (
     region      TEXT NOT NULL,
     created_ns  INTEGER NOT NULL,
     versioning  TEXT,
-    object_lock TEXT  -- NULL: never enabled; else JSON, with the default retention if any
+    object_lock TEXT,  -- NULL: never enabled; else JSON, with the default retention if any
+    settings    TEXT   -- NULL: no configuration set; else JSON, documents by name
 ) WITHOUT ROWID;
 
 -- The current version of each key, when it is an object (not a delete marker): what
@@ -127,6 +128,9 @@ def initialise(path: Path) -> None:
         if version == 3:
             # Older catalogs get the versions table from SCHEMA, with the column.
             steps.append("ALTER TABLE versions ADD COLUMN lock TEXT;")
+        if 0 < version < 5:
+            # 5: bucket configurations (CORS, policy, ACL, ...): none set yet.
+            steps.append("ALTER TABLE buckets ADD COLUMN settings TEXT;")
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
