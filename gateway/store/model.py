@@ -74,6 +74,12 @@ class ObjectAttrs:
     # Verified flexible checksums of the bytes, as the headers that return them
     # (x-amz-checksum-crc32: ..., x-amz-checksum-type: FULL_OBJECT); sent only when asked for.
     checksums: dict[str, str] = field(default_factory=dict)
+    # Who wrote the object (a canonical id; None: the bucket's owner), and its access control
+    # list as the ACL operations store it (None: the owner's full control only).
+    owner: str | None = None
+    acl: str | None = None
+    # The object's tags, in the order they were given.
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,34 @@ PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
 
 def encode_attrs(attrs: ObjectAttrs) -> str:
-    fields = {"content_type": attrs.content_type, "headers": attrs.headers, "meta": attrs.meta}
+    fields: dict[str, Any] = {
+        "content_type": attrs.content_type,
+        "headers": attrs.headers,
+        "meta": attrs.meta,
+    }
+    # What most objects do not have is not written at all.
     if attrs.checksums:
         fields["checksums"] = attrs.checksums
+    if attrs.owner is not None:
+        fields["owner"] = attrs.owner
+    if attrs.acl is not None:
+        fields["acl"] = attrs.acl
+    if attrs.tags:
+        fields["tags"] = attrs.tags
     return json.dumps(fields, separators=(",", ":"))
 
 
 def decode_attrs(text: str) -> ObjectAttrs:
     a = json.loads(text)
-    return ObjectAttrs(a["content_type"], a["headers"], a["meta"], a.get("checksums", {}))
+    return ObjectAttrs(
+        a["content_type"],
+        a["headers"],
+        a["meta"],
+        a.get("checksums", {}),
+        a.get("owner"),
+        a.get("acl"),
+        tuple((k, v) for k, v in a.get("tags", ())),
+    )
 
 
 def encode_manifest(extents: Iterable[Extent]) -> str:

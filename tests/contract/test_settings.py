@@ -86,3 +86,21 @@ def test_update_attrs_of_a_null_version_in_an_unversioned_bucket(harness: Harnes
     h.run(h.store.update_attrs(b, "k", None, lambda v: replace(v.attrs, content_type="text/plain")))
     got = h.run(h.store.head_object(b, "k"))
     assert (got.attrs.content_type, got.size, got.version_id) == ("text/plain", 4, "null")
+
+
+def test_attrs_keep_owner_acl_and_tags(harness: Harness) -> None:
+    h = harness
+    b = h.new_bucket()
+    put(h, b, "k", b"data")
+    tags = (("b", "2"), ("a", "1"))  # in the order given, not sorted
+
+    def change(version):  # type: ignore[no-untyped-def]
+        return replace(version.attrs, owner="writer", acl='{"grants": []}', tags=tags)
+
+    h.run(h.store.update_attrs(b, "k", None, change))
+    got = h.run(h.store.head_object(b, "k")).attrs
+    assert (got.owner, got.acl, got.tags) == ("writer", '{"grants": []}', tags)
+    # A plain object stores none of them.
+    put(h, b, "plain", b"x")
+    plain = h.run(h.store.head_object(b, "plain")).attrs
+    assert (plain.owner, plain.acl, plain.tags) == (None, None, ())
