@@ -15,7 +15,7 @@ from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
 from .middleware import OPERATION, RECEIVED, TARGET, USER
-from .ops import acl, buckets, copy, listing, multipart, objectlock, objects
+from .ops import acl, buckets, copy, listing, multipart, objectlock, objects, tagging
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -29,6 +29,7 @@ OPERATIONS: dict[str, Operation] = {
     **multipart.OPERATIONS,
     **acl.OPERATIONS,
     **objectlock.OPERATIONS,
+    **tagging.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
@@ -38,7 +39,6 @@ _UNSUPPORTED_HEADERS = (
     "x-amz-server-side-encryption-customer-algorithm",
     "x-amz-copy-source-server-side-encryption-customer-algorithm",
     "x-amz-server-side-encryption-aws-kms-key-id",
-    "x-amz-tagging",
 )
 
 

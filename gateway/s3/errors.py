@@ -70,6 +70,7 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidRequest": (400, "Invalid Request"),
     "InvalidRetentionPeriod": (400, "Default retention period must be a positive integer value."),
     "InvalidStorageClass": (400, "The storage class you specified is not valid"),
+    "InvalidTag": (400, "The TagKey you have provided is invalid"),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long"),
     "MalformedXML": (
@@ -95,6 +96,7 @@ CODES: dict[str, tuple[int, str]] = {
         404,
         "The specified object does not have a ObjectLock configuration",
     ),
+    "NoSuchTagSet": (404, "The TagSet does not exist"),
     "NoSuchUpload": (
         404,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may "

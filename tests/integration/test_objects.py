@@ -406,9 +406,6 @@ def test_unsupported_features_are_refused_not_ignored(s3, bucket):
         )  # fmt: skip
     assert error_code(exc) == "NotImplemented"
     with pytest.raises(ClientError) as exc:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", Tagging="a=b")
-    assert error_code(exc) == "NotImplemented"
-    with pytest.raises(ClientError) as exc:
         s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="aws:kms")
     assert error_code(exc) == "NotImplemented"
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0

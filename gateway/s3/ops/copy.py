@@ -20,7 +20,7 @@ from ...store import ObjectInfo
 from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION
 from ...store.versions import DeleteMarker
-from .. import conditions, retention, xml
+from .. import conditions, retention, tagging, xml
 from ..authorize import authorize, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -118,6 +118,14 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     directive = ctx.headers.get("x-amz-metadata-directive", "COPY")
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive", directive)
+    tagging_directive = ctx.headers.get("x-amz-tagging-directive", "COPY")
+    if tagging_directive not in ("COPY", "REPLACE"):
+        raise invalid_argument(
+            "Unknown tagging directive.", "x-amz-tagging-directive", tagging_directive
+        )
+    # REPLACE: the request's tags, none without the header; COPY: the source's, whatever the
+    # request's header says (AWS ignores it then).
+    new_tags = tagging.from_header(ctx.headers.get("x-amz-tagging"))
     # A copy never takes the source's lock: what the request asks for, or the bucket default.
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     for _attempt in range(ATTEMPTS):
@@ -130,7 +138,8 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
             )
         # Copying an older version onto its own key is how a version is restored: allowed.
         same = (ref.bucket, source.key, ref.version_id) == (ctx.bucket, key, None)
-        if same and directive == "COPY" and not any(h in ctx.headers for h in _SELF_COPY_CHANGES):
+        changes = directive == "REPLACE" or tagging_directive == "REPLACE"
+        if same and not changes and not any(h in ctx.headers for h in _SELF_COPY_CHANGES):
             raise S3Error("InvalidRequest", _SELF_COPY)
         if directive == "REPLACE":
             # New metadata, same bytes: the checksums of the bytes stay.
@@ -145,6 +154,9 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
                 if name in requested:
                     headers[name] = requested[name]
             attrs = replace(source.attrs, headers=headers)
+        attrs = replace(
+            attrs, tags=new_tags if tagging_directive == "REPLACE" else source.attrs.tags
+        )
         etag, learnt = await _whole_md5(ctx, source)
         try:
             obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt, lock)

@@ -25,7 +25,7 @@ from ...store import (
 from ...store.model import NULL_VERSION, Deleted
 from ...store.objectlock import ObjectLocked
 from ...store.versions import DeleteMarker, is_version_id
-from .. import checksums, conditions, retention, xml
+from .. import checksums, conditions, retention, tagging, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import REQUEST_ID
@@ -139,7 +139,12 @@ def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
     if size > MAX_USER_METADATA:
         raise S3Error("MetadataTooLarge", MaxSizeAllowed=MAX_USER_METADATA, Size=size)
     content_type = headers.get("content-type") or "binary/octet-stream"
-    return ObjectAttrs(content_type=content_type, headers=stored, meta=meta)
+    return ObjectAttrs(
+        content_type=content_type,
+        headers=stored,
+        meta=meta,
+        tags=tagging.from_header(headers.get("x-amz-tagging")),
+    )
 
 
 def content_md5(headers: Mapping[str, str]) -> bytes | None:
@@ -235,6 +240,8 @@ def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
         headers[name] = value
     for name, value in obj.attrs.meta.items():
         headers["x-amz-meta-" + name] = value
+    if obj.attrs.tags:
+        headers["x-amz-tagging-count"] = str(len(obj.attrs.tags))
     return headers
 
 

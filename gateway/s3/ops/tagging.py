@@ -1,0 +1,87 @@
+"""Put/Get/DeleteObjectTagging and Put/Get/DeleteBucketTagging.
+
+An object's tags live in its version's attrs (changed in place by Store.update_attrs: the
+bytes, ETag and time stay); a bucket's in its settings, as the rendered document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from aiohttp import web
+
+from ...store.model import ObjectInfo
+from ...store.versions import DeleteMarker
+from .. import tagging
+from ..context import Context
+from ..errors import S3Error
+from .objects import check_key, version_headers, version_param
+
+_XML = "application/xml"
+
+
+async def _set_tags(ctx: Context, tags: tagging.TagSet) -> ObjectInfo:
+    try:
+        return await ctx.store.update_attrs(
+            ctx.bucket,
+            check_key(ctx.key),
+            version_param(ctx),
+            lambda version: replace(version.attrs, tags=tags),
+        )
+    except DeleteMarker as exc:
+        # AWS answers 405 to a change of tags when the latest version is a marker, too.
+        raise S3Error(
+            "MethodNotAllowed", Method=ctx.request.method, ResourceType="DeleteMarker"
+        ) from exc
+
+
+async def get_object_tagging(ctx: Context) -> web.StreamResponse:
+    try:
+        obj = await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
+    except DeleteMarker as exc:
+        raise S3Error("MethodNotAllowed", Method="GET", ResourceType="DeleteMarker") from exc
+    return web.Response(
+        body=tagging.render(obj.attrs.tags),
+        content_type=_XML,
+        headers=version_headers(ctx, obj),
+    )
+
+
+async def put_object_tagging(ctx: Context) -> web.StreamResponse:
+    tags = tagging.from_xml(await ctx.read_xml(tagging.MAX_TAGGING_XML), tagging.MAX_OBJECT_TAGS)
+    obj = await _set_tags(ctx, tags)
+    return web.Response(headers=version_headers(ctx, obj))
+
+
+async def delete_object_tagging(ctx: Context) -> web.StreamResponse:
+    obj = await _set_tags(ctx, ())
+    return web.Response(status=204, headers=version_headers(ctx, obj))
+
+
+async def get_bucket_tagging(ctx: Context) -> web.StreamResponse:
+    assert ctx.bucket_record is not None
+    document = ctx.bucket_record.settings.get("tagging")
+    if document is None:
+        raise S3Error("NoSuchTagSet", BucketName=ctx.bucket)
+    return web.Response(body=document.encode(), content_type=_XML)
+
+
+async def put_bucket_tagging(ctx: Context) -> web.StreamResponse:
+    tags = tagging.from_xml(await ctx.read_xml(tagging.MAX_TAGGING_XML), tagging.MAX_BUCKET_TAGS)
+    await ctx.store.set_bucket_setting(ctx.bucket, "tagging", tagging.encode(tags))
+    return web.Response(status=204)
+
+
+async def delete_bucket_tagging(ctx: Context) -> web.StreamResponse:
+    await ctx.store.set_bucket_setting(ctx.bucket, "tagging", None)
+    return web.Response(status=204)
+
+
+OPERATIONS = {
+    "GetObjectTagging": get_object_tagging,
+    "PutObjectTagging": put_object_tagging,
+    "DeleteObjectTagging": delete_object_tagging,
+    "GetBucketTagging": get_bucket_tagging,
+    "PutBucketTagging": put_bucket_tagging,
+    "DeleteBucketTagging": delete_bucket_tagging,
+}
