@@ -15,7 +15,17 @@ from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
 from .middleware import OPERATION, RECEIVED, TARGET, USER
-from .ops import acl, buckets, copy, listing, multipart, objectlock, objects, tagging
+from .ops import (
+    acl,
+    attributes,
+    buckets,
+    copy,
+    listing,
+    multipart,
+    objectlock,
+    objects,
+    tagging,
+)
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -30,6 +40,7 @@ OPERATIONS: dict[str, Operation] = {
     **acl.OPERATIONS,
     **objectlock.OPERATIONS,
     **tagging.OPERATIONS,
+    **attributes.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}

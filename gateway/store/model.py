@@ -80,6 +80,9 @@ class ObjectAttrs:
     acl: str | None = None
     # The object's tags, in the order they were given.
     tags: tuple[tuple[str, str], ...] = ()
+    # A multipart object's parts' flexible checksums, in part order, when its upload had an
+    # algorithm (GetObjectAttributes lists them); empty otherwise.
+    part_checksums: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ def encode_attrs(attrs: ObjectAttrs) -> str:
         fields["acl"] = attrs.acl
     if attrs.tags:
         fields["tags"] = attrs.tags
+    if attrs.part_checksums:
+        fields["part_checksums"] = attrs.part_checksums
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -66,6 +68,7 @@ def decode_attrs(text: str) -> ObjectAttrs:
         a.get("owner"),
         a.get("acl"),
         tuple((k, v) for k, v in a.get("tags", ())),
+        tuple(a.get("part_checksums", ())),
     )
 
 

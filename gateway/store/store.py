@@ -592,7 +592,11 @@ class Store:
                 size=size,
                 etag=digest.multipart_etag_of_hex(p.etag for p in picked),
                 mtime_ns=time.time_ns(),
-                attrs=replace(upload.attrs, checksums=checksums_of(upload, picked)),
+                attrs=replace(
+                    upload.attrs,
+                    checksums=checksums_of(upload, picked),
+                    part_checksums=_part_checksums(picked),
+                ),
                 extents=tuple(e for p in picked for e in p.extents),
                 parts=tuple(p.size for p in picked),
                 upload_id=upload.id,
@@ -739,6 +743,13 @@ def _answer(fut: asyncio.Future[T], result: T | None, exc: BaseException | None)
         fut.set_exception(exc)
     else:
         fut.set_result(result)  # type: ignore[arg-type]
+
+
+def _part_checksums(parts: Sequence[Part]) -> tuple[str, ...]:
+    """What the parts' own checksums were, when every part had one (the upload's algorithm's)."""
+    if parts and all(p.checksum is not None for p in parts):
+        return tuple(p.checksum for p in parts if p.checksum is not None)
+    return ()
 
 
 async def _change_bucket(tx: CatalogTx, name: str) -> Bucket:
