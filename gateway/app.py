@@ -11,6 +11,7 @@ from aiohttp import web
 
 from . import digest, metrics
 from .config import Settings
+from .lifecycle import LifecycleWorker
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, open_store
 from .store.blobs import FolderInUse, FolderLock
@@ -86,6 +87,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     metrics.STORED.scan = store.totals
     app[RENDERER] = metrics.Renderer()
     app.cleanup_ctx.append(_count_stored)
+    app.cleanup_ctx.append(_lifecycle(LifecycleWorker(store, settings.lifecycle_day)))
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -124,6 +126,17 @@ async def _count_stored(app: web.Application) -> AsyncIterator[None]:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _lifecycle(worker: LifecycleWorker) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def run(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(worker.run_forever())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return run
 
 
 async def _metrics(request: web.Request) -> web.StreamResponse:

@@ -20,6 +20,7 @@ from .ops import (
     attributes,
     buckets,
     copy,
+    lifecycle,
     listing,
     multipart,
     objectlock,
@@ -41,6 +42,7 @@ OPERATIONS: dict[str, Operation] = {
     **objectlock.OPERATIONS,
     **tagging.OPERATIONS,
     **attributes.OPERATIONS,
+    **lifecycle.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}

@@ -96,6 +96,7 @@ CODES: dict[str, tuple[int, str]] = {
         404,
         "The specified object does not have a ObjectLock configuration",
     ),
+    "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist"),
     "NoSuchTagSet": (404, "The TagSet does not exist"),
     "NoSuchUpload": (
         404,

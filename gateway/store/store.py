@@ -374,6 +374,52 @@ class Store:
 
         return await self._write(commit, long=len(targets) > LONG, frees=True)
 
+    async def expire(self, bucket: str, key: str, version_id: str | None, mtime_ns: int) -> bool:
+        """Lifecycle's delete: of the key (`version_id` None: as the bucket's versioning says,
+        a delete marker where it was ever set) or of one version or marker by its id, only
+        if what is there is still what the rule judged (the same time); a version Object Lock
+        keeps stays. True when something was deleted."""
+
+        async def commit(tx: CatalogTx) -> bool:
+            record = await _require_bucket(tx, bucket)
+            try:
+                seen = await _lookup(tx, bucket, key, version_id)
+            except versions.DeleteMarker as exc:
+                if not exc.by_id:
+                    return False  # the key is deleted already
+                seen = exc.marker
+            except (errors.NoSuchKey, versions.NoSuchVersion):
+                return False
+            if seen.mtime_ns != mtime_ns:
+                return False
+            try:
+                await versions.delete(tx, record, key, version_id, time.time_ns())
+            except objectlock.ObjectLocked:
+                return False
+            return True
+
+        return await self._write(commit, frees=True)
+
+    async def take_lease(self, bucket: str, name: str, holder: str, seconds: float) -> bool:
+        """Hold the bucket's lease `name` for `seconds` if it is free, expired, or `holder`'s
+        already: one holder at a time across every process and node sharing the catalog."""
+
+        async def commit(tx: CatalogTx) -> bool:
+            record = await _change_bucket(tx, bucket)
+            setting = f"lease:{name}"
+            now = time.time_ns()
+            held = record.settings.get(setting)
+            if held is not None:
+                other, _, until = held.rpartition(" ")
+                if other != holder and int(until) > now:
+                    return False
+            settings = dict(record.settings)
+            settings[setting] = f"{holder} {now + int(seconds * 1e9)}"
+            await tx.update_bucket(replace(record, settings=settings))
+            return True
+
+        return await self._write(commit)
+
     async def set_retention(
         self,
         bucket: str,

@@ -25,7 +25,7 @@ from ...store import (
 from ...store.model import NULL_VERSION, Deleted
 from ...store.objectlock import ObjectLocked
 from ...store.versions import DeleteMarker, is_version_id
-from .. import checksums, conditions, retention, tagging, xml
+from .. import checksums, conditions, lifecycle, retention, tagging, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import REQUEST_ID
@@ -199,6 +199,18 @@ def version_headers(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
     return {}
 
 
+def expiration_header(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
+    """x-amz-expiration when a lifecycle rule will expire the current version; never for a
+    request naming a version (AWS sends none then, even for the current one)."""
+    bucket = ctx.bucket_record
+    if bucket is None or ctx.endpoint.version_id is not None:
+        return {}
+    value = lifecycle.expiration_header(
+        bucket.settings.get("lifecycle"), obj.key, obj.size, obj.attrs.tags, obj.mtime_ns
+    )
+    return {"x-amz-expiration": value} if value else {}
+
+
 def error_response(ctx: Context, exc: S3Error, headers: Mapping[str, str]) -> web.Response:
     """An error answered with headers of its own (the middleware renders the others)."""
     if ctx.request.method == "HEAD":
@@ -298,6 +310,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition, lock)
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
+    made.update(expiration_header(ctx, obj))
     return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum, **made})
 
 
@@ -335,6 +348,7 @@ async def _send_object(
     headers = object_headers(obj)
     headers.update(version_headers(ctx, obj))
     headers.update(retention.lock_headers(obj))
+    headers.update(expiration_header(ctx, obj))
     if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
         return web.Response(
             status=304,

@@ -1,0 +1,178 @@
+"""The lifecycle worker: applies every bucket's lifecycle rules in the background, as AWS does
+(userguide/intro-lifecycle-rules.md).
+
+- Expiration: a current version past its date is deleted (a delete marker where versioning
+  was ever set); ExpiredObjectDeleteMarker removes a delete marker left with no other version.
+- NoncurrentVersionExpiration: a version noncurrent for its days (counted from when the next
+  newer version was written) is removed, past the newest NewerNoncurrentVersions kept.
+- AbortIncompleteMultipartUpload: an upload that many days old is aborted.
+
+Each bucket is worked on by one process at a time, whatever number of worker processes and
+nodes share the catalog: the one holding the bucket's lease (Store.take_lease). Work goes in
+pages of listings with a pause between them, so requests are never held up for long; a
+deletion happens only if the version is still the one judged (Store.expire). A run that
+stops (a crash, a restart) leaves nothing half done: the next run starts over.
+
+`day_seconds` shortens the day for tests (the conformance suite's lifecycle tests wait a few
+"days" of seconds, as its home server's debug interval makes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import secrets
+import socket
+import time
+
+from .s3.lifecycle import Rule, after_days, rules
+from .store import Store
+from .store.model import ListEntry
+
+log = logging.getLogger(__name__)
+
+PAGE = 1000
+
+
+class LifecycleWorker:
+    def __init__(self, store: Store, day_seconds: float = 86_400) -> None:
+        self.store = store
+        self.day_ns = int(day_seconds * 1e9)
+        # How often buckets are looked at: hourly, or five times a (shortened) day.
+        self.period = min(3600.0, day_seconds / 5)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+    async def run_forever(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a run that fails is tried again next period, never fatal
+                log.exception("lifecycle run failed")
+            await asyncio.sleep(max(0.0, self.period - (time.monotonic() - started)))
+
+    async def run_once(self) -> int:
+        """Apply every bucket's rules once; the number of deletions and aborts made."""
+        done = 0
+        for bucket in await self.store.list_buckets(None):
+            document = bucket.settings.get("lifecycle")
+            if document is None:
+                continue
+            active = [r for r in rules(document) if r.enabled]
+            if not active:
+                continue
+            # Held for longer than a run takes; a holder that died frees it when it lapses.
+            if not await self.store.take_lease(bucket.name, "lifecycle", self.holder, 600):
+                continue
+            for rule in active:
+                done += await self._apply(bucket.name, rule, versioned=bucket.versioning)
+        return done
+
+    async def _apply(self, bucket: str, rule: Rule, versioned: str | None) -> int:
+        now = time.time_ns()
+        done = 0
+        if rule.expiration_days is not None or rule.expiration_date_ns is not None:
+            async for entry in self._current(bucket, rule):
+                at = rule.expires_at(entry.mtime_ns, self.day_ns)
+                if at is not None and at <= now and await self._takes(bucket, rule, entry):
+                    done += await self.store.expire(bucket, entry.key, None, entry.mtime_ns)
+        if versioned is not None and (
+            rule.noncurrent_days is not None or rule.expired_object_delete_marker
+        ):
+            done += await self._versions(bucket, rule, now)
+        if rule.abort_days is not None:
+            done += await self._uploads(bucket, rule, now)
+        return done
+
+    async def _takes(self, bucket: str, rule: Rule, entry: ListEntry) -> bool:
+        """The filter's tags need the object's own (a listing does not carry them)."""
+        if not rule.tags:
+            return rule.applies(entry.key, entry.size, ())
+        try:
+            obj = await self.store.head_object(bucket, entry.key, entry.version_id)
+        except Exception:  # gone, or a marker now: nothing to expire
+            return False
+        return rule.applies(entry.key, obj.size, obj.attrs.tags)
+
+    async def _current(self, bucket: str, rule: Rule):  # type: ignore[no-untyped-def]
+        after = ""
+        while True:
+            page = await self.store.list_objects(bucket, rule.prefix, "", after, PAGE)
+            for entry in page.entries:
+                yield entry
+            if not page.truncated or not page.entries:
+                return
+            after = page.entries[-1].key
+            await asyncio.sleep(0)
+
+    async def _versions(self, bucket: str, rule: Rule, now: int) -> int:
+        done = 0
+        key_marker, vid_marker = "", ""
+        group: list[ListEntry] = []
+        while True:
+            page = await self.store.list_versions(
+                bucket, rule.prefix, "", key_marker, vid_marker, PAGE
+            )
+            for entry in page.entries:
+                if group and entry.key != group[0].key:
+                    done += await self._key_versions(bucket, rule, group, now)
+                    group = []
+                group.append(entry)
+            if not page.truncated or not page.entries:
+                break
+            key_marker, vid_marker = page.entries[-1].key, page.entries[-1].version_id
+            await asyncio.sleep(0)
+        if group:
+            done += await self._key_versions(bucket, rule, group, now)
+        return done
+
+    async def _key_versions(
+        self, bucket: str, rule: Rule, newest_first: list[ListEntry], now: int
+    ) -> int:
+        """One key's versions, newest first: expire the noncurrent ones the rule takes, and a
+        delete marker left alone."""
+        done = 0
+        latest = newest_first[0]
+        left = list(newest_first)
+        if rule.noncurrent_days is not None:
+            kept = 0
+            for newer, entry in itertools.pairwise(newest_first):
+                if entry.delete_marker:
+                    continue
+                if not await self._takes(bucket, rule, entry):
+                    continue
+                kept += 1
+                if rule.newer_noncurrent is not None and kept <= rule.newer_noncurrent:
+                    continue
+                # Noncurrent since the next newer version was written.
+                if after_days(newer.mtime_ns, rule.noncurrent_days, self.day_ns) <= now:
+                    done += await self.store.expire(
+                        bucket, entry.key, entry.version_id, entry.mtime_ns
+                    )
+                    left.remove(entry)
+        alone = left == [latest] and latest.key.startswith(rule.prefix)
+        if rule.expired_object_delete_marker and latest.delete_marker and alone:
+            done += await self.store.expire(bucket, latest.key, latest.version_id, latest.mtime_ns)
+        return done
+
+    async def _uploads(self, bucket: str, rule: Rule, now: int) -> int:
+        done = 0
+        key_marker, id_marker = "", ""
+        while True:
+            page = await self.store.list_uploads(
+                bucket, rule.prefix, "", key_marker, id_marker, PAGE
+            )
+            for upload in page.uploads:
+                if after_days(upload.initiated_ns, rule.abort_days or 0, self.day_ns) <= now:
+                    with contextlib.suppress(Exception):  # completed or aborted meanwhile
+                        await self.store.abort_upload(upload.id, bucket, upload.key)
+                        done += 1
+            if not page.truncated or not page.uploads:
+                return done
+            key_marker, id_marker = page.uploads[-1].key, page.uploads[-1].id
+            await asyncio.sleep(0)

@@ -1,0 +1,50 @@
+"""Put/Get/DeleteBucketLifecycleConfiguration. The document is checked (s3/lifecycle.py) and
+kept as it was sent; the background worker (gateway/lifecycle.py) applies its rules."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import lifecycle
+from ..context import Context
+from ..errors import S3Error
+from .objects import require_integrity_header
+
+SETTING = "lifecycle"
+
+
+async def get_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse:
+    assert ctx.bucket_record is not None
+    document = ctx.bucket_record.settings.get(SETTING)
+    if document is None:
+        raise S3Error("NoSuchLifecycleConfiguration", BucketName=ctx.bucket)
+    return web.Response(
+        body=document.encode(),
+        content_type="application/xml",
+        # AWS's default, sent with every configuration (the API model).
+        headers={"x-amz-transition-default-minimum-object-size": "all_storage_classes_128K"},
+    )
+
+
+async def put_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse:
+    require_integrity_header(ctx)
+    body = await ctx.read_xml(lifecycle.MAX_LIFECYCLE_XML)
+    lifecycle.parse(body)  # refused whole, or kept whole
+    try:
+        document = body.decode()
+    except UnicodeDecodeError as exc:
+        raise S3Error("MalformedXML") from exc
+    await ctx.store.set_bucket_setting(ctx.bucket, SETTING, document)
+    return web.Response()
+
+
+async def delete_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse:
+    await ctx.store.set_bucket_setting(ctx.bucket, SETTING, None)
+    return web.Response(status=204)
+
+
+OPERATIONS = {
+    "GetBucketLifecycleConfiguration": get_bucket_lifecycle_configuration,
+    "PutBucketLifecycleConfiguration": put_bucket_lifecycle_configuration,
+    "DeleteBucketLifecycleConfiguration": delete_bucket_lifecycle_configuration,
+}
