@@ -355,21 +355,31 @@ class Store:
         bucket: str,
         targets: Sequence[tuple[str, str | None]],
         bypass_governance: bool = False,
-    ) -> list[Deleted | objectlock.ObjectLocked]:
+        if_match: Sequence[str | None] = (),
+    ) -> list[Deleted | errors.StoreError]:
         """DeleteObject and DeleteObjects: each (key, version id) removes that version for
         good ("null": the null version); (key, None) deletes the key as the bucket's
-        versioning says (versions.delete). One transaction for them all; a version that Object
-        Lock keeps is answered with ObjectLocked and the others go ahead."""
+        versioning says (versions.delete). `if_match`, by target: an ETag or `*` the key's
+        current object must match (AWS's conditional deletes: PreconditionFailed, or NoSuchKey
+        when there is none). One transaction for them all; a target refused (a version Object
+        Lock keeps, a condition not met) is answered with its error and the others go ahead."""
 
-        async def commit(tx: CatalogTx) -> list[Deleted | objectlock.ObjectLocked]:
+        async def commit(tx: CatalogTx) -> list[Deleted | errors.StoreError]:
             record = await _require_bucket(tx, bucket)
             now = time.time_ns()
-            done: list[Deleted | objectlock.ObjectLocked] = []
-            for key, vid in targets:
+            done: list[Deleted | errors.StoreError] = []
+            for n, (key, vid) in enumerate(targets):
+                condition = if_match[n] if n < len(if_match) else None
                 try:
+                    if condition is not None:
+                        await _check_write(tx, bucket, key, WriteCondition(if_match=condition))
                     done.append(await versions.delete(tx, record, key, vid, now, bypass_governance))
-                except objectlock.ObjectLocked as exc:  # raised before it changed anything
-                    done.append(exc)
+                except (
+                    objectlock.ObjectLocked,
+                    errors.PreconditionFailed,
+                    errors.NoSuchKey,
+                ) as exc:
+                    done.append(exc)  # raised before it changed anything
             return done
 
         return await self._write(commit, long=len(targets) > LONG, frees=True)

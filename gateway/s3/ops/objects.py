@@ -20,10 +20,10 @@ from ...store import (
     ObjectInfo,
     ObjectReader,
     StagedBlob,
+    StoreError,
     WriteCondition,
 )
 from ...store.model import NULL_VERSION, Deleted
-from ...store.objectlock import ObjectLocked
 from ...store.versions import DeleteMarker, is_version_id
 from .. import checksums, conditions, lifecycle, retention, tagging, xml
 from ..context import SENT_BY_SENDFILE, Context
@@ -197,6 +197,10 @@ def version_headers(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
     if obj.version_id != NULL_VERSION or versioned(ctx):
         return {"x-amz-version-id": obj.version_id}
     return {}
+
+
+# DeleteObject's conditions on the time and size: AWS takes them on directory buckets only.
+_DIRECTORY_BUCKET_CONDITIONS = ("x-amz-if-match-last-modified-time", "x-amz-if-match-size")
 
 
 def expiration_header(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
@@ -431,8 +435,13 @@ def _requested_part(
 async def delete_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record)
-    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)], bypass)
-    if isinstance(done, ObjectLocked):
+    for name in _DIRECTORY_BUCKET_CONDITIONS:
+        if name in ctx.headers:
+            raise S3Error("NotImplemented", f"{name} is for directory buckets only")
+    (done,) = await ctx.store.delete_versions(
+        ctx.bucket, [(key, version_id)], bypass, [ctx.headers.get("if-match")]
+    )
+    if isinstance(done, StoreError):
         raise done
     headers = {}
     if done.delete_marker:  # a marker made, or the version removed was one
@@ -455,19 +464,20 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
     if root.tag != "Delete":
         raise S3Error("MalformedXML")
     quiet = (xml.child_text(root, "Quiet") or "").strip().lower() == "true"
-    wanted: list[tuple[str, str | None]] = []
+    wanted: list[tuple[str, str | None, str | None]] = []
     for el in root.findall("Object"):
         key = xml.child_text(el, "Key")
         if key is None:
             raise S3Error("MalformedXML")
-        wanted.append((key, xml.child_text(el, "VersionId")))
+        # ETag: a conditional delete of the key's current object (AWS's, since 2025).
+        wanted.append((key, xml.child_text(el, "VersionId"), xml.child_text(el, "ETag")))
     if not wanted or len(wanted) > MAX_DELETE_KEYS:
         raise S3Error("MalformedXML")
 
     # Entries answer in the request's order: errors found here, the rest once deleted.
     results: list[xml.Node | None] = []
-    deletable: list[tuple[int, str, str | None]] = []
-    for key, version in wanted:
+    deletable: list[tuple[int, str, str | None, str | None]] = []
+    for key, version, etag in wanted:
         if version is not None and not (
             version == NULL_VERSION or (versioned(ctx) and is_version_id(version))
         ):
@@ -476,15 +486,18 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
         elif len(key.encode()) > MAX_KEY_BYTES:
             results.append(_delete_error(key, version, "KeyTooLongError"))
         else:
-            deletable.append((len(results), key, version))
+            deletable.append((len(results), key, version, etag))
             results.append(None)
     if deletable:
         done = await ctx.store.delete_versions(
-            ctx.bucket, [(k, v) for _, k, v in deletable], bypass
+            ctx.bucket,
+            [(k, v) for _, k, v, _ in deletable],
+            bypass,
+            [etag for *_, etag in deletable],
         )
-        for (at, key, version), deleted in zip(deletable, done, strict=True):
-            if isinstance(deleted, ObjectLocked):
-                results[at] = _delete_error(key, version, deleted.code, deleted.message)
+        for (at, key, version, _), deleted in zip(deletable, done, strict=True):
+            if isinstance(deleted, StoreError):
+                results[at] = _delete_error(key, version, deleted.code, deleted.message or None)
             elif not quiet:
                 results[at] = _deleted(deleted)
     return web.Response(
