@@ -364,23 +364,25 @@ class Store:
         when there is none). One transaction for them all; a target refused (a version Object
         Lock keeps, a condition not met) is answered with its error and the others go ahead."""
 
+        # Rows are locked in key order whatever the request's order, so two nodes deleting
+        # the same keys cannot deadlock (PostgreSQL would abort one, to be run again).
+        order = sorted(range(len(targets)), key=lambda n: targets[n][0].encode())
+        refused = (objectlock.ObjectLocked, errors.PreconditionFailed, errors.NoSuchKey)
+
         async def commit(tx: CatalogTx) -> list[Deleted | errors.StoreError]:
             record = await _require_bucket(tx, bucket)
             now = time.time_ns()
-            done: list[Deleted | errors.StoreError] = []
-            for n, (key, vid) in enumerate(targets):
+            done: dict[int, Deleted | errors.StoreError] = {}
+            for n in order:
+                key, vid = targets[n]
                 condition = if_match[n] if n < len(if_match) else None
                 try:
                     if condition is not None:
                         await _check_write(tx, bucket, key, WriteCondition(if_match=condition))
-                    done.append(await versions.delete(tx, record, key, vid, now, bypass_governance))
-                except (
-                    objectlock.ObjectLocked,
-                    errors.PreconditionFailed,
-                    errors.NoSuchKey,
-                ) as exc:
-                    done.append(exc)  # raised before it changed anything
-            return done
+                    done[n] = await versions.delete(tx, record, key, vid, now, bypass_governance)
+                except refused as exc:
+                    done[n] = exc  # raised before it changed anything
+            return [done[n] for n in range(len(targets))]
 
         return await self._write(commit, long=len(targets) > LONG, frees=True)
 

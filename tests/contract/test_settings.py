@@ -104,3 +104,14 @@ def test_attrs_keep_owner_acl_and_tags(harness: Harness) -> None:
     put(h, b, "plain", b"x")
     plain = h.run(h.store.head_object(b, "plain")).attrs
     assert (plain.owner, plain.acl, plain.tags) == (None, None, ())
+
+
+def test_deletes_answer_in_the_request_order(harness: Harness) -> None:
+    """Keys are deleted in byte order (no deadlock between nodes), answered in the order given."""
+    h = harness
+    b = h.new_bucket()
+    for key in ("a", "b", "c"):
+        put(h, b, key, key.encode())
+    done = h.run(h.store.delete_versions(b, [("c", None), ("zz", None), ("a", None)]))
+    assert [d.key for d in done] == ["c", "zz", "a"]  # type: ignore[union-attr]
+    assert [e.key for e in h.run(h.store.list_objects(b, "", "", "", 10)).entries] == ["b"]
