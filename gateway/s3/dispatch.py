@@ -14,8 +14,9 @@ from .auth import Authenticator, SignedRequest
 from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
-from .middleware import OPERATION, RECEIVED, TARGET, USER
+from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
 from .ops import acl, buckets, copy, listing, multipart, objectlock, objects
+from .ops import cors as cors_ops
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -29,6 +30,7 @@ OPERATIONS: dict[str, Operation] = {
     **multipart.OPERATIONS,
     **acl.OPERATIONS,
     **objectlock.OPERATIONS,
+    **cors_ops.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
@@ -66,6 +68,9 @@ class Dispatcher:
         target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
         request[TARGET] = target
+        if target.operation == "OptionsPreflight":
+            # A browser's preflight carries no credentials: its rules decide (as on AWS).
+            return await cors_ops.preflight(self.store, request, target)
         auth = self.auth.authenticate(
             SignedRequest(
                 request.method,
@@ -84,6 +89,7 @@ class Dispatcher:
         bucket = None
         if target.bucket is not None and target.operation != "CreateBucket":
             bucket = await resolve_bucket(self.store, target.bucket)
+            request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
             authorize(auth.user, target.operation, bucket)
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
