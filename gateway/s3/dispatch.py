@@ -15,7 +15,7 @@ from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
 from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
-from .ops import acl, buckets, copy, listing, multipart, objectlock, objects
+from .ops import acl, buckets, copy, listing, multipart, objectlock, objects, post
 from .ops import cors as cors_ops
 from .payload import Payload
 from .router import bucket_from_host, route
@@ -31,6 +31,7 @@ OPERATIONS: dict[str, Operation] = {
     **acl.OPERATIONS,
     **objectlock.OPERATIONS,
     **cors_ops.OPERATIONS,
+    **post.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
@@ -71,15 +72,20 @@ class Dispatcher:
         if target.operation == "OptionsPreflight":
             # A browser's preflight carries no credentials: its rules decide (as on AWS).
             return await cors_ops.preflight(self.store, request, target)
-        auth = self.auth.authenticate(
-            SignedRequest(
-                request.method,
-                raw_path,
-                query_string,
-                request.headers,
-                bucket_from_host(request.headers.get("host", ""), domain),
+        # A form upload's credentials are its fields: PostObject checks them, and authorises.
+        form_post = target.operation == "PostObject"
+        if form_post:
+            auth = post.FORM_AUTH
+        else:
+            auth = self.auth.authenticate(
+                SignedRequest(
+                    request.method,
+                    raw_path,
+                    query_string,
+                    request.headers,
+                    bucket_from_host(request.headers.get("host", ""), domain),
+                )
             )
-        )
         request[USER] = auth.user.display_name
         operation = OPERATIONS.get(target.operation)
         if operation is None:
@@ -90,7 +96,8 @@ class Dispatcher:
         if target.bucket is not None and target.operation != "CreateBucket":
             bucket = await resolve_bucket(self.store, target.bucket)
             request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
-            authorize(auth.user, target.operation, bucket)
+            if not form_post:
+                authorize(auth.user, target.operation, bucket)
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
         refuse_unsupported(request.headers)

@@ -92,6 +92,10 @@ CODES: dict[str, tuple[int, str]] = {
         "our published schema.",
     ),
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
+    "MalformedPOSTRequest": (
+        400,
+        "The body of your POST request is not well-formed multipart/form-data.",
+    ),
     "MaxPostPreDataLengthExceededError": (
         400,
         "Your POST request fields preceding the upload file were too large.",
