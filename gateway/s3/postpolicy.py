@@ -14,6 +14,7 @@ import base64
 import binascii
 import datetime as dt
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from .errors import S3Error
 # SigV2's AWSAccessKeyId and signature).
 EXEMPT = frozenset({"x-amz-signature", "awsaccesskeyid", "signature", "file", "policy"})
 EXEMPT_PREFIX = "x-ignore-"
+_EXPIRATION = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z")
 
 
 def invalid_policy(detail: str) -> S3Error:
@@ -106,14 +108,13 @@ def decode(policy_b64: str) -> Policy:
 
 
 def _expiration(value: object) -> dt.datetime:
-    if isinstance(value, str):
-        text = value.strip()
+    # ISO 8601 in UTC as AWS writes it, "2007-12-01T12:00:00.000Z" (s3-tests refuses Python's
+    # str() of a datetime, which fromisoformat alone would take).
+    if isinstance(value, str) and _EXPIRATION.fullmatch(value):
         try:
-            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return dt.datetime.fromisoformat(value[:-1]).replace(tzinfo=dt.UTC)
         except ValueError:
-            when = None
-        if when is not None:
-            return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+            pass
     raise invalid_policy(f"Invalid 'expiration' value: '{value}'")
 
 
@@ -131,7 +132,10 @@ def _length_range(item: list[object]) -> tuple[int, int]:
             return int(x)
         raise denied(f"Policy Condition failed: {json.dumps(item)}")
 
-    return bound(item[1]), bound(item[2])
+    low, high = bound(item[1]), bound(item[2])
+    if low < 0 or high < low:
+        raise invalid_policy("Invalid Condition: content-length-range must be 0 <= min <= max.")
+    return low, high
 
 
 def check(policy: Policy, fields: Mapping[str, str], bucket: str, now: dt.datetime) -> None:

@@ -213,6 +213,23 @@ def test_a_condition_without_its_dollar_fails() -> None:
         ),
         (policy([], "tomorrow"), "Invalid Policy: Invalid 'expiration' value: 'tomorrow'"),
         (
+            policy([], "2026-06-01 13:00:00+00:00"),
+            "Invalid Policy: Invalid 'expiration' value: '2026-06-01 13:00:00+00:00'",
+        ),
+        (
+            policy([["content-length-range", -1, 0]]),
+            "Invalid Policy: Invalid Condition: content-length-range must be 0 <= min <= max.",
+        ),
+        (
+            policy([["content-length-range", 0]]),
+            "Invalid Policy: Invalid Condition: wrong format for content-length-range.",
+        ),
+        (
+            policy([{}]),
+            "Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have exactly one "
+            "property specified.",
+        ),
+        (
             policy([{"a": "1", "b": "2"}]),
             "Invalid Policy: Invalid Simple-Condition: Simple-Conditions must have exactly one "
             "property specified.",

@@ -160,16 +160,14 @@ def _headers(fields: Mapping[str, str]) -> CIMultiDict[str]:
     return headers
 
 
-async def _sized(
-    chunks: AsyncIterator[bytes], maximum: int, range_max: int | None
-) -> AsyncIterator[bytes]:
-    """The file's chunks, cut off as soon as they pass the policy's or the gateway's maximum."""
+async def _sized(chunks: AsyncIterator[bytes], maximum: int) -> AsyncIterator[bytes]:
+    """The file's chunks, cut off as soon as they pass the policy's or the gateway's maximum
+    (ProposedSize is then what had arrived: the rest is never read)."""
     received = 0
     async for chunk in chunks:
         received += len(chunk)
         if received > maximum:
-            allowed = maximum if range_max is None else min(maximum, range_max)
-            raise S3Error("EntityTooLarge", ProposedSize=received, MaxSizeAllowed=allowed)
+            raise S3Error("EntityTooLarge", ProposedSize=received, MaxSizeAllowed=maximum)
         yield chunk
 
 
@@ -208,7 +206,7 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         ctx.settings.max_object_size if high is None else min(high, ctx.settings.max_object_size)
     )
     blob = await ctx.store.stage(
-        _sized(reader.file_chunks(), maximum, high), [computed] if computed else []
+        _sized(reader.file_chunks(), maximum), [computed] if computed else []
     )
     stored: dict[str, str] = {}
     try:
