@@ -14,7 +14,7 @@ from .auth import Authenticator, SignedRequest
 from .authorize import authorize, resolve_bucket
 from .context import Context
 from .errors import S3Error
-from .middleware import OPERATION, RECEIVED, TARGET, USER
+from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
 from .ops import (
     acl,
     attributes,
@@ -25,8 +25,10 @@ from .ops import (
     multipart,
     objectlock,
     objects,
+    post,
     tagging,
 )
+from .ops import cors as cors_ops
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -43,6 +45,8 @@ OPERATIONS: dict[str, Operation] = {
     **tagging.OPERATIONS,
     **attributes.OPERATIONS,
     **lifecycle.OPERATIONS,
+    **cors_ops.OPERATIONS,
+    **post.OPERATIONS,
 }
 # Writes that may carry x-amz-acl / x-amz-grant-* headers.
 _ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
@@ -79,15 +83,23 @@ class Dispatcher:
         target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
         request[TARGET] = target
-        auth = self.auth.authenticate(
-            SignedRequest(
-                request.method,
-                raw_path,
-                query_string,
-                request.headers,
-                bucket_from_host(request.headers.get("host", ""), domain),
+        if target.operation == "OptionsPreflight":
+            # A browser's preflight carries no credentials: its rules decide (as on AWS).
+            return await cors_ops.preflight(self.store, request, target)
+        # A form upload's credentials are its fields: PostObject checks them, and authorises.
+        form_post = target.operation == "PostObject"
+        if form_post:
+            auth = post.FORM_AUTH
+        else:
+            auth = self.auth.authenticate(
+                SignedRequest(
+                    request.method,
+                    raw_path,
+                    query_string,
+                    request.headers,
+                    bucket_from_host(request.headers.get("host", ""), domain),
+                )
             )
-        )
         request[USER] = auth.user.display_name
         operation = OPERATIONS.get(target.operation)
         if operation is None:
@@ -97,7 +109,9 @@ class Dispatcher:
         bucket = None
         if target.bucket is not None and target.operation != "CreateBucket":
             bucket = await resolve_bucket(self.store, target.bucket)
-            authorize(auth.user, target.operation, bucket)
+            request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
+            if not form_post:
+                authorize(auth.user, target.operation, bucket)
         if target.operation in _ACL_WRITES:
             acl.check_canned_acl(request.headers)
         refuse_unsupported(request.headers)

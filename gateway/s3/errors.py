@@ -9,6 +9,8 @@ from __future__ import annotations
 # code -> (HTTP status, default message)
 CODES: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
+    # A preflight OPTIONS that CORS refuses (its message says why).
+    "AccessForbidden": (403, "CORSResponse: This CORS request is not allowed."),
     "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
     "AuthorizationQueryParametersError": (
         400,
@@ -42,6 +44,10 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "The Versioning element must be specified",
     ),
+    "IncorrectNumberOfFilesInPostRequest": (
+        400,
+        "POST requires exactly one file upload per request.",
+    ),
     "IncompleteBody": (
         400,
         "You did not provide the number of bytes specified by the Content-Length HTTP header.",
@@ -56,6 +62,10 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
     "InvalidLocationConstraint": (400, "The specified location-constraint is not valid"),
+    "InvalidPolicyDocument": (
+        400,
+        "The content of the form does not meet the conditions specified in the policy document.",
+    ),
     "InvalidPart": (
         400,
         "One or more of the specified parts could not be found.  The part may not have been "
@@ -83,6 +93,14 @@ CODES: dict[str, tuple[int, str]] = {
         "our published schema.",
     ),
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
+    "MalformedPOSTRequest": (
+        400,
+        "The body of your POST request is not well-formed multipart/form-data.",
+    ),
+    "MaxPostPreDataLengthExceededError": (
+        400,
+        "Your POST request fields preceding the upload file were too large.",
+    ),
     "MetadataTooLarge": (
         400,
         "Your metadata headers exceed the maximum allowed metadata size.",
@@ -91,6 +109,7 @@ CODES: dict[str, tuple[int, str]] = {
     "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist"),
+    "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchObjectLockConfiguration": (
         404,

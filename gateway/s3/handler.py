@@ -15,4 +15,4 @@ __all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
 
 
 def s3_handler(store: Store, settings: Settings, users: Mapping[str, User]) -> Handler:
-    return S3Middleware(Dispatcher(store, settings, users))
+    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket)

@@ -60,7 +60,7 @@ _NAMES = {
     "ListObjectVersions", "ListMultipartUploads", "DeleteObjects", "PostObject", "HeadObject",
     "GetObject", "PutObject", "CopyObject", "DeleteObject", "CreateMultipartUpload", "UploadPart",
     "UploadPartCopy", "CompleteMultipartUpload", "AbortMultipartUpload", "ListParts",
-    "RestoreObject", "SelectObjectContent",
+    "RestoreObject", "SelectObjectContent", "OptionsPreflight",
     *(verb + name for verb in _VERBS.values() for name in _BUCKET_SUBRESOURCES.values()),
     *(verb + name for verb in _VERBS.values() for name in _OBJECT_SUBRESOURCES.values()),
 }  # fmt: skip
@@ -124,6 +124,9 @@ def route(
         bucket: str | None = host_bucket
     else:
         bucket, key = split_path(raw_path)
+    if method == "OPTIONS" and bucket is not None:
+        # A browser's CORS preflight, for any bucket or object (answered from its rules).
+        return Endpoint(Op.OptionsPreflight, bucket, key)
     if bucket is None:
         if method == "GET":
             return Endpoint(Op.ListBuckets)

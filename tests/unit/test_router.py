@@ -33,6 +33,9 @@ TABLE: list[tuple[str, str, dict[str, str], dict[str, str], str, str | None, str
     ("GET", "/b", {"versions": ""}, {}, "ListObjectVersions", "b", None),
     ("POST", "/b", {"delete": ""}, {}, "DeleteObjects", "b", None),
     ("POST", "/b", {}, {}, "PostObject", "b", None),
+    # CORS preflights, whatever the resource and query (a presigned URL's included)
+    ("OPTIONS", "/b", {}, {}, "OptionsPreflight", "b", None),
+    ("OPTIONS", "/b/k", {"X-Amz-Signature": "s"}, {}, "OptionsPreflight", "b", "k"),
     ("GET", "/b", {"acl": ""}, {}, "GetBucketAcl", "b", None),
     ("PUT", "/b", {"acl": ""}, {}, "PutBucketAcl", "b", None),
     ("GET", "/b", {"tagging": ""}, {}, "GetBucketTagging", "b", None),
@@ -203,8 +206,8 @@ def test_table_covers_every_operation_the_brief_names() -> None:
         ("DELETE", "/", {}),
         ("HEAD", "/", {}),
         ("POST", "/", {}),
+        ("OPTIONS", "/", {}),  # CORS rules are a bucket's
         ("PATCH", "/b", {}),
-        ("OPTIONS", "/b", {}),
         ("get", "/b", {}),  # methods are case-sensitive (RFC 9110 9.1)
         ("PATCH", "/b/k", {}),
         ("POST", "/b/k", {}),  # no uploads/uploadId/restore/select: not an S3 operation

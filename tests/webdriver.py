@@ -1,0 +1,154 @@
+"""A headless Chromium driven through chromedriver's W3C WebDriver protocol (JSON over HTTP),
+with nothing but the standard library: Debian's `chromium` and `chromium-driver` packages are
+all it needs.
+
+`Browser.open()` raises `BrowserUnavailable` with the reason when the browser cannot run
+here; the tests skip on it locally and fail on it in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.postgres import _free_port
+
+BINARIES = ("chromium", "chromium-browser", "google-chrome")
+DRIVERS = ("chromedriver",)
+
+
+class BrowserUnavailable(Exception):
+    pass
+
+
+def _which(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+class Browser:
+    """One chromedriver process and one headless browser session."""
+
+    def __init__(self, driver: subprocess.Popen[bytes], url: str, session: str, profile: str):
+        self._driver = driver
+        self._url = url
+        self._session = session
+        self._profile = profile
+
+    @classmethod
+    def open(cls) -> Browser:
+        binary, driver_path = _which(BINARIES), _which(DRIVERS)
+        if binary is None or driver_path is None:
+            raise BrowserUnavailable(
+                "Chromium and its driver are not installed "
+                "(apt-get install chromium chromium-driver)"
+            )
+        port = _free_port()
+        driver = subprocess.Popen(
+            [driver_path, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        url = f"http://127.0.0.1:{port}"
+        profile = tempfile.mkdtemp(prefix="s3gw-chromium-")
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    if _call("GET", f"{url}/status").get("ready"):
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline or driver.poll() is not None:
+                    raise BrowserUnavailable(f"chromedriver ({driver_path}) did not start")
+                time.sleep(0.1)
+            options = {
+                "binary": binary,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",  # tests run as root in containers
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    f"--user-data-dir={profile}",
+                ],
+            }
+            capabilities = {"alwaysMatch": {"goog:chromeOptions": options}}
+            try:
+                created = _call("POST", f"{url}/session", {"capabilities": capabilities})
+            except WebDriverError as exc:
+                raise BrowserUnavailable(f"Chromium ({binary}) did not start: {exc}") from exc
+            browser = cls(driver, url, created["sessionId"], profile)
+            browser._command("POST", "timeouts", {"script": 60_000, "pageLoad": 60_000})
+            return browser
+        except BaseException:
+            driver.kill()
+            driver.wait()
+            shutil.rmtree(profile, ignore_errors=True)
+            raise
+
+    def _command(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return _call(method, f"{self._url}/session/{self._session}/{path}", body)
+
+    def get(self, url: str) -> None:
+        self._command("POST", "url", {"url": url})
+
+    @property
+    def current_url(self) -> str:
+        return str(self._command("GET", "url"))
+
+    def run_async(self, script: str, *args: Any) -> Any:
+        """Run `script` in the page; it ends by calling its last argument with the result."""
+        return self._command("POST", "execute/async", {"script": script, "args": list(args)})
+
+    def run(self, script: str, *args: Any) -> Any:
+        return self._command("POST", "execute/sync", {"script": script, "args": list(args)})
+
+    def wait_for_url(self, prefix: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            url = self.current_url
+            if url.startswith(prefix):
+                return url
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the browser is at {url}, not {prefix}...")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        try:
+            _call("DELETE", f"{self._url}/session/{self._session}")
+        except (OSError, WebDriverError):
+            pass
+        finally:
+            self._driver.terminate()
+            try:
+                self._driver.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._driver.kill()
+                self._driver.wait()
+            shutil.rmtree(Path(self._profile), ignore_errors=True)
+
+
+class WebDriverError(Exception):
+    pass
+
+
+def _call(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=90) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = json.loads(exc.read() or b"{}").get("value", {})
+        raise WebDriverError(f"{detail.get('error')}: {detail.get('message')}") from exc
+    return answer.get("value")
