@@ -13,6 +13,7 @@ from .api import Catalog
 from .errors import StoreError
 from .model import (
     Bucket,
+    DeleteCondition,
     Extent,
     ListEntry,
     ListPage,
@@ -73,6 +74,7 @@ def open_store(
 __all__ = [
     "BATCH",
     "Bucket",
+    "DeleteCondition",
     "Extent",
     "ListEntry",
     "ListPage",

@@ -215,6 +215,17 @@ class StagedBlob:
 
 
 @dataclass(frozen=True)
+class DeleteCondition:
+    """A conditional delete: what the version deleted (the key's current object, or the one
+    named by id) must be. If-Match is AWS's on every bucket; the size and time conditions are
+    its directory buckets', taken here too rather than ignored."""
+
+    if_match: str | None = None  # an ETag, or `*`
+    size: int | None = None
+    modified_s: int | None = None  # Last-Modified, in whole seconds as HTTP gives it
+
+
+@dataclass(frozen=True)
 class WriteCondition:
     """A conditional write (PutObject, CompleteMultipartUpload): checked in the transaction
     that makes the write, so two racing writers cannot both pass."""

@@ -28,6 +28,7 @@ from .model import (
     NO_LOCK,
     Bucket,
     DefaultRetention,
+    DeleteCondition,
     Deleted,
     Extent,
     ListPage,
@@ -355,13 +356,12 @@ class Store:
         bucket: str,
         targets: Sequence[tuple[str, str | None]],
         bypass_governance: bool = False,
-        if_match: Sequence[str | None] = (),
+        conditions: Sequence[DeleteCondition | None] = (),
     ) -> list[Deleted | errors.StoreError]:
         """DeleteObject and DeleteObjects: each (key, version id) removes that version for
         good ("null": the null version); (key, None) deletes the key as the bucket's
-        versioning says (versions.delete). `if_match`, by target: an ETag or `*` the key's
-        current object must match (AWS's conditional deletes: PreconditionFailed, or NoSuchKey
-        when there is none). One transaction for them all; a target refused (a version Object
+        versioning says (versions.delete). `conditions`, by target: what the version deleted
+        must be (_check_delete). One transaction for them all; a target refused (a version Object
         Lock keeps, a condition not met) is answered with its error and the others go ahead."""
 
         # Rows are locked in key order whatever the request's order, so two nodes deleting
@@ -375,10 +375,13 @@ class Store:
             done: dict[int, Deleted | errors.StoreError] = {}
             for n in order:
                 key, vid = targets[n]
-                condition = if_match[n] if n < len(if_match) else None
+                condition = conditions[n] if n < len(conditions) else None
                 try:
-                    if condition is not None:
-                        await _check_write(tx, bucket, key, WriteCondition(if_match=condition))
+                    if condition is not None and not await _check_delete(
+                        tx, bucket, key, vid, condition
+                    ):
+                        done[n] = Deleted(key, vid)  # nothing the condition could hold for
+                        continue
                     done[n] = await versions.delete(tx, record, key, vid, now, bypass_governance)
                 except refused as exc:
                     done[n] = exc  # raised before it changed anything
@@ -858,6 +861,30 @@ async def _check_write(
             raise errors.NoSuchKey(Key=key)
         if not digest.matches(condition.if_match, current.etag):
             raise errors.PreconditionFailed(Condition="If-Match")
+
+
+async def _check_delete(
+    tx: CatalogTx, bucket: str, key: str, version_id: str | None, condition: DeleteCondition
+) -> bool:
+    """Does the version a conditional delete names (the current object, or the one by id)
+    meet its condition? PreconditionFailed if not. When there is no such object: NoSuchKey
+    for If-Match on the key (AWS's general purpose buckets), else False (nothing to delete,
+    and nothing is: AWS's directory buckets answer 204)."""
+    if version_id is None:
+        target = await tx.get_object(bucket, key)
+    else:
+        target = await versions.find(tx, bucket, key, version_id)
+    if target is None or target.delete_marker:
+        if condition.if_match is not None and version_id is None:
+            raise errors.NoSuchKey(Key=key)
+        return False
+    if condition.if_match is not None and not digest.matches(condition.if_match, target.etag):
+        raise errors.PreconditionFailed(Condition="If-Match")
+    if condition.size is not None and condition.size != target.size:
+        raise errors.PreconditionFailed(Condition="x-amz-if-match-size")
+    if condition.modified_s is not None and condition.modified_s != target.mtime_ns // 10**9:
+        raise errors.PreconditionFailed(Condition="x-amz-if-match-last-modified-time")
+    return True
 
 
 async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import datetime
+import email.utils
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from aiohttp import web
@@ -16,6 +18,7 @@ from ... import digest
 from ...limits import MAX_DELETE_KEYS, MAX_DELETE_XML, MAX_KEY_BYTES, MAX_PART_NUMBER
 from ...store import (
     Bucket,
+    DeleteCondition,
     ObjectAttrs,
     ObjectInfo,
     ObjectReader,
@@ -199,8 +202,39 @@ def version_headers(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
     return {}
 
 
-# DeleteObject's conditions on the time and size: AWS takes them on directory buckets only.
-_DIRECTORY_BUCKET_CONDITIONS = ("x-amz-if-match-last-modified-time", "x-amz-if-match-size")
+def delete_condition(
+    etag: str | None, size: str | None, modified: str | None, seconds: Callable[[str], int]
+) -> DeleteCondition | None:
+    """A conditional delete's If-Match / ETag, size and Last-Modified (read by `seconds`)."""
+    if etag is None and size is None and modified is None:
+        return None
+    if size is not None and not (size.isascii() and size.isdigit()):
+        raise invalid_argument("Invalid size", "x-amz-if-match-size", size)
+    return DeleteCondition(
+        etag, int(size) if size is not None else None, seconds(modified) if modified else None
+    )
+
+
+def _http_seconds(text: str) -> int:
+    try:
+        return int(email.utils.parsedate_to_datetime(text).timestamp())
+    except (TypeError, ValueError) as exc:
+        raise invalid_argument("Invalid date", "x-amz-if-match-last-modified-time", text) from exc
+
+
+def _element_seconds(text: str) -> int:
+    """LastModifiedTime in DeleteObjects: an HTTP date, as the SDKs send it, or ISO 8601."""
+    try:
+        return int(email.utils.parsedate_to_datetime(text).timestamp())
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise S3Error("MalformedXML") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp())
 
 
 def expiration_header(ctx: Context, obj: ObjectInfo) -> dict[str, str]:
@@ -435,12 +469,14 @@ def _requested_part(
 async def delete_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record)
-    for name in _DIRECTORY_BUCKET_CONDITIONS:
-        if name in ctx.headers:
-            raise S3Error("NotImplemented", f"{name} is for directory buckets only")
-    (done,) = await ctx.store.delete_versions(
-        ctx.bucket, [(key, version_id)], bypass, [ctx.headers.get("if-match")]
+    h = ctx.headers
+    condition = delete_condition(
+        h.get("if-match"),
+        h.get("x-amz-if-match-size"),
+        h.get("x-amz-if-match-last-modified-time"),
+        _http_seconds,
     )
+    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)], bypass, [condition])
     if isinstance(done, StoreError):
         raise done
     headers = {}
@@ -464,20 +500,26 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
     if root.tag != "Delete":
         raise S3Error("MalformedXML")
     quiet = (xml.child_text(root, "Quiet") or "").strip().lower() == "true"
-    wanted: list[tuple[str, str | None, str | None]] = []
+    wanted: list[tuple[str, str | None, DeleteCondition | None]] = []
     for el in root.findall("Object"):
         key = xml.child_text(el, "Key")
         if key is None:
             raise S3Error("MalformedXML")
-        # ETag: a conditional delete of the key's current object (AWS's, since 2025).
-        wanted.append((key, xml.child_text(el, "VersionId"), xml.child_text(el, "ETag")))
+        # ETag (and a directory bucket's Size, LastModifiedTime): a conditional delete.
+        condition = delete_condition(
+            xml.child_text(el, "ETag"),
+            xml.child_text(el, "Size"),
+            xml.child_text(el, "LastModifiedTime"),
+            _element_seconds,
+        )
+        wanted.append((key, xml.child_text(el, "VersionId"), condition))
     if not wanted or len(wanted) > MAX_DELETE_KEYS:
         raise S3Error("MalformedXML")
 
     # Entries answer in the request's order: errors found here, the rest once deleted.
     results: list[xml.Node | None] = []
-    deletable: list[tuple[int, str, str | None, str | None]] = []
-    for key, version, etag in wanted:
+    deletable: list[tuple[int, str, str | None, DeleteCondition | None]] = []
+    for key, version, condition in wanted:
         if version is not None and not (
             version == NULL_VERSION or (versioned(ctx) and is_version_id(version))
         ):
@@ -486,14 +528,14 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
         elif len(key.encode()) > MAX_KEY_BYTES:
             results.append(_delete_error(key, version, "KeyTooLongError"))
         else:
-            deletable.append((len(results), key, version, etag))
+            deletable.append((len(results), key, version, condition))
             results.append(None)
     if deletable:
         done = await ctx.store.delete_versions(
             ctx.bucket,
             [(k, v) for _, k, v, _ in deletable],
             bypass,
-            [etag for *_, etag in deletable],
+            [condition for *_, condition in deletable],
         )
         for (at, key, version, _), deleted in zip(deletable, done, strict=True):
             if isinstance(deleted, StoreError):
