@@ -12,8 +12,9 @@ from __future__ import annotations
 import calendar
 import datetime
 import functools
+import secrets
 from dataclasses import dataclass
-from xml.etree.ElementTree import Element
+from xml.etree.ElementTree import Element, tostring
 
 from . import xml
 from .errors import S3Error, invalid_argument
@@ -94,6 +95,20 @@ def expiration_header(document: str | None, key: str, size: int, tags, mtime_ns:
     if found is None:
         return None
     return f'expiry-date="{xml.http_date(found[0])}", rule-id="{found[1]}"'
+
+
+def with_ids(body: bytes) -> str:
+    """The document to keep: a rule sent without an ID gets one, as AWS gives it (and lists
+    it by)."""
+    root = xml.parse(body)
+    for rule in root.findall("Rule"):
+        if not xml.child_text(rule, "ID"):
+            for old in rule.findall("ID"):
+                rule.remove(old)
+            element = Element("ID")
+            element.text = secrets.token_urlsafe(24)
+            rule.insert(0, element)
+    return tostring(root, encoding="unicode")
 
 
 # --- parsing and checking ---------------------------------------------------------------------

@@ -2,8 +2,8 @@
 document, and AWS's limits and errors for both (userguide/object-tagging.html,
 tagging-managing.html).
 
-A tag set is a tuple of (key, value) pairs in the order the client gave them; it is stored as
-such in the object's attrs (or, for a bucket, its settings) and rendered back in that order.
+A tag set is a tuple of (key, value) pairs sorted by key, as AWS lists them; it is stored as
+such in the object's attrs (or, for a bucket, its settings).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def from_header(value: str | None) -> TagSet:
         tags.append((key, val))
     if len({k for k, _ in tags}) != len(tags):
         raise invalid_argument(_HEADER_FORM, "x-amz-tagging", value)
-    return check(tuple(tags), MAX_OBJECT_TAGS)
+    return check(tuple(sorted(tags)), MAX_OBJECT_TAGS)
 
 
 def from_xml(body: bytes, limit: int) -> TagSet:
@@ -67,7 +67,7 @@ def from_xml(body: bytes, limit: int) -> TagSet:
         tags.append((key, value))
     if len({k for k, _ in tags}) != len(tags):
         raise S3Error("InvalidTag", "Cannot provide multiple Tags with the same key")
-    return check(tuple(tags), limit)
+    return check(tuple(sorted(tags)), limit)
 
 
 def check(tags: TagSet, limit: int) -> TagSet:

@@ -79,6 +79,13 @@ def test_multipart_with_checksums_lists_and_pages_the_parts(s3, bucket):
         Bucket=bucket, Key="mp", ObjectAttributes=["ObjectParts"], MaxParts=2, PartNumberMarker=2
     )["ObjectParts"]
     assert [p["PartNumber"] for p in rest["Parts"]] == [3] and rest["IsTruncated"] is False
+    # A part read by its number carries that part's checksum (a range carries none).
+    for n in (1, 3):
+        got = s3.get_object(Bucket=bucket, Key="mp", PartNumber=n, ChecksumMode="ENABLED")
+        assert got["ChecksumSHA256"] == parts[n - 1]["ChecksumSHA256"]
+        assert got["ChecksumType"] == "COMPOSITE"
+    ranged = s3.get_object(Bucket=bucket, Key="mp", Range="bytes=0-9", ChecksumMode="ENABLED")
+    assert "ChecksumSHA256" not in ranged
 
 
 def test_by_version_and_under_a_delete_marker(s3, bucket):

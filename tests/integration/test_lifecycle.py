@@ -46,10 +46,16 @@ def test_put_get_delete(s3, bucket):
             NoncurrentVersionExpiration={"NoncurrentDays": 2, "NewerNoncurrentVersions": 3},
         ),
         rule(ID="mpu", AbortIncompleteMultipartUpload={"DaysAfterInitiation": 1}),
+        rule(Filter={"Prefix": "noid/"}, Expiration={"Days": 9}),
     ]
     s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
     got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
-    assert [r["ID"] for r in got] == ["tmp", "old", "mpu"]
+    assert [r["ID"] for r in got[:3]] == ["tmp", "old", "mpu"]
+    # A rule sent without an ID is given one, as AWS does, and keeps it.
+    given = got[3]["ID"]
+    assert len(given) >= 16 and got[3]["Filter"] == {"Prefix": "noid/"}
+    again = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert again[3]["ID"] == given
     assert got[0]["Expiration"] == {"Days": 3} and got[0]["Filter"] == {"Prefix": "tmp/"}
     assert got[1]["NoncurrentVersionExpiration"]["NewerNoncurrentVersions"] == 3
     assert s3.delete_bucket_lifecycle(Bucket=bucket)["ResponseMetadata"]["HTTPStatusCode"] == 204

@@ -27,9 +27,9 @@ def tags_of(s3, bucket: str, key: str, **kw: str) -> list[tuple[str, str]]:  # t
     return [(t["Key"], t["Value"]) for t in got]
 
 
-def test_tags_on_put_are_returned_in_order_and_counted(s3, bucket):
+def test_tags_on_put_are_listed_by_key_and_counted(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", Tagging="b=2&a=1&empty=&sp%20ace=v%2Bw")
-    assert tags_of(s3, bucket, "k") == [("b", "2"), ("a", "1"), ("empty", ""), ("sp ace", "v+w")]
+    assert tags_of(s3, bucket, "k") == [("a", "1"), ("b", "2"), ("empty", ""), ("sp ace", "v+w")]
     assert (
         s3.head_object(Bucket=bucket, Key="k")["ResponseMetadata"]["HTTPHeaders"][
             "x-amz-tagging-count"
@@ -180,7 +180,7 @@ def test_bucket_tagging(s3, bucket):
     answer = s3.put_bucket_tagging(Bucket=bucket, Tagging=tag_set(pairs))
     assert answer["ResponseMetadata"]["HTTPStatusCode"] == 204
     got = s3.get_bucket_tagging(Bucket=bucket)["TagSet"]
-    assert [(t["Key"], t["Value"]) for t in got] == pairs
+    assert [(t["Key"], t["Value"]) for t in got] == sorted(pairs)
     for bad, expected in (
         ([(f"k{n}", "v") for n in range(51)], ("BadRequest", 400)),
         ([("aws:x", "v")], ("InvalidTag", 400)),

@@ -39,10 +39,11 @@ def test_bad_headers(header: str, code: str) -> None:
     assert exc.value.code == code
 
 
-def test_a_document_round_trips_in_order() -> None:
+def test_a_document_round_trips_sorted_by_key() -> None:
     tags = (("z", "last?no"), ("a", ""))
     with pytest.raises(S3Error):  # "?" is not allowed
         tagging.from_xml(tagging.render(tags), 10)
     tags = (("z", "1"), ("a", ""), ("ünï", "ç ode+-=._:/@"))
-    assert tagging.from_xml(tagging.render(tags), 10) == tags
-    assert tagging.decode(tagging.encode(tags)) == tags
+    assert tagging.from_xml(tagging.render(tags), 10) == tuple(sorted(tags))
+    assert tagging.decode(tagging.encode(tags)) == tuple(sorted(tags))
+    assert tagging.from_header("b=1&a=2") == (("a", "2"), ("b", "1"))

@@ -30,11 +30,7 @@ async def put_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse
     require_integrity_header(ctx)
     body = await ctx.read_xml(lifecycle.MAX_LIFECYCLE_XML)
     lifecycle.parse(body)  # refused whole, or kept whole
-    try:
-        document = body.decode()
-    except UnicodeDecodeError as exc:
-        raise S3Error("MalformedXML") from exc
-    await ctx.store.set_bucket_setting(ctx.bucket, SETTING, document)
+    await ctx.store.set_bucket_setting(ctx.bucket, SETTING, lifecycle.with_ids(body))
     return web.Response()
 
 

@@ -398,9 +398,13 @@ async def _send_object(
         requested = parse_range(ctx.headers.get("Range"), obj.size)
     status = 200
     start, length = 0, obj.size
-    if requested is None and ctx.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
-        # A checksum describes the whole object: never sent with a part of it.
-        headers.update(obj.attrs.checksums)
+    if ctx.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
+        # A checksum describes what it was computed over: the whole object, or a part of
+        # one, never a range.
+        if requested is None:
+            headers.update(obj.attrs.checksums)
+        elif ctx.endpoint.part_number is not None:
+            headers.update(_part_checksum(obj, part_number(ctx)))
     if requested is not None:
         start, length = requested
         status = 206
@@ -461,6 +465,20 @@ def _requested_part(
     if obj.size == 0:
         return None
     return sum(sizes[: number - 1]), sizes[number - 1]
+
+
+def _part_checksum(obj: ObjectInfo, number: int) -> dict[str, str]:
+    """The checksum part `number` was uploaded with, when its upload had an algorithm (a
+    single-part object's part is the object itself)."""
+    if not obj.parts:
+        return dict(obj.attrs.checksums)
+    sums = obj.attrs.part_checksums
+    if len(sums) < number:
+        return {}
+    found: dict[str, str] = {}
+    for name, value in obj.attrs.checksums.items():
+        found[name] = value if name == "x-amz-checksum-type" else sums[number - 1]
+    return found
 
 
 # --- DeleteObject / DeleteObjects --------------------------------------------------------------
