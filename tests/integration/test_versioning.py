@@ -3,6 +3,7 @@ every read and write path, and the codes and headers AWS answers with."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -10,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -744,3 +746,46 @@ def test_a_data_folder_from_before_versioning_upgrades_in_place(tmp_path: Path):
     finally:
         server.stop()
     inspect(data).assert_clean()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="store._require_unchanged answers NoSuchKey for a source gone before the commit; "
+    "raising SourceChanged there (the copy looks the source up again) fixes it",
+)
+def test_a_copy_whose_source_version_is_removed_meanwhile_is_no_such_version(s3, versioned):
+    """CopyObject ?versionId= names a version: if a removal by its id commits while the copy
+    hashes the source (a multipart source whose MD5 is not known yet), the answer is the one a
+    lookup would give then, NoSuchVersion, not NoSuchKey (the crash harness met it)."""
+    big = os.urandom(48 * MIB)
+    s3.put_object(Bucket=versioned, Key="big", Body=big)
+    codes = []
+    for attempt in range(8):
+        # Parts copied from `big`: nothing is written, and the version's MD5 is not known.
+        upload = s3.create_multipart_upload(Bucket=versioned, Key="src")["UploadId"]
+        parts = []
+        for n in range(3):
+            part = s3.upload_part_copy(
+                Bucket=versioned,
+                Key="src",
+                UploadId=upload,
+                PartNumber=n + 1,
+                CopySource=f"{versioned}/big",
+                CopySourceRange=f"bytes={n * 16 * MIB}-{(n + 1) * 16 * MIB - 1}",
+            )
+            parts.append({"PartNumber": n + 1, "ETag": part["CopyPartResult"]["ETag"]})
+        vid = s3.complete_multipart_upload(
+            Bucket=versioned, Key="src", UploadId=upload, MultipartUpload={"Parts": parts}
+        )["VersionId"]
+        source = {"Bucket": versioned, "Key": "src", "VersionId": vid}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            copy = pool.submit(s3.copy_object, Bucket=versioned, Key="dst", CopySource=source)
+            time.sleep(0.01 * attempt)  # a removal at different moments of the copy
+            s3.delete_object(Bucket=versioned, Key="src", VersionId=vid)
+            try:
+                copy.result()
+            except ClientError as exc:
+                status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
+                codes.append((exc.response["Error"]["Code"], status))
+    assert codes, "every copy committed before the removal: the race was never run"
+    assert set(codes) == {("NoSuchVersion", 404)}, codes
