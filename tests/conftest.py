@@ -4,19 +4,63 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.postgres import PostgresServer, unavailable_reason
 from tests.server import GatewayProcess
 
+# The catalogs a gateway can keep its metadata in: the SQLite file in its data folder, or a
+# PostgreSQL database (`--catalog postgresql://…`).
+CATALOGS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "catalogs: the module's tests that use `gateway` or `catalog` run once per catalog "
+        "(SQLite and PostgreSQL), on one gateway per catalog for the module",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("catalogs") is None:
+        return
+    # Module scope: pytest groups the module's tests by catalog, so each catalog's gateway is
+    # started once for the module, not once per test.
+    if "gateway" in metafunc.fixturenames:
+        metafunc.parametrize("gateway", CATALOGS, indirect=True, scope="module")
+    elif "catalog" in metafunc.fixturenames:
+        metafunc.parametrize("catalog", CATALOGS, indirect=True)
+
+
+def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:
+    """None for the SQLite file in the data folder; else a new database of its own."""
+    if kind == "sqlite":
+        return None
+    postgres: PostgresServer = request.getfixturevalue("postgres")
+    return postgres.database()
+
 
 @pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """One gateway shared by the tests that only need a running server."""
-    server = GatewayProcess(tmp_path_factory.mktemp("gateway-data")).start()
+def gateway(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    """One gateway shared by the tests that only need a running server (in a module marked
+    `catalogs`: one per catalog, for that module)."""
+    kind = getattr(request, "param", "sqlite")
+    catalog = _catalog_url(request, kind)
+    server = GatewayProcess(tmp_path_factory.mktemp(f"gateway-{kind}"), catalog=catalog).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def catalog(request: pytest.FixtureRequest) -> str | None:
+    """For a test that starts its own gateway: the `--catalog` to give it (None: SQLite, the
+    only one unless the module is marked `catalogs`)."""
+    return _catalog_url(request, getattr(request, "param", "sqlite"))
 
 
 @pytest.fixture
@@ -42,16 +86,24 @@ def postgres() -> Iterator[PostgresServer]:
     server.close()
 
 
-@pytest.fixture(scope="session")
-def s3(gateway: GatewayProcess):  # type: ignore[no-untyped-def]
-    return gateway.client()
+_clients: dict[str, Any] = {}
+
+
+@pytest.fixture
+def s3(gateway: GatewayProcess) -> Any:
+    """A boto3 client of the test's gateway, made once per gateway (function scope, so that it
+    follows a module's own gateway)."""
+    client = _clients.get(gateway.url)
+    if client is None:
+        client = _clients[gateway.url] = gateway.client()
+    return client
 
 
 _names = itertools.count()
 
 
 @pytest.fixture
-def bucket(s3) -> str:  # type: ignore[no-untyped-def]
+def bucket(s3: Any) -> str:
     """A new, empty bucket for one test."""
     name = f"test-bucket-{next(_names)}"
     s3.create_bucket(Bucket=name)

@@ -34,8 +34,15 @@ class DataState:
         assert self.refs == dict(self.references)
 
 
-def inspect(data: Path) -> DataState:
-    conn = sqlite3.connect(f"file:{data / 'catalog.sqlite3'}?mode=ro", uri=True)
+def inspect(data: Path, catalog: str | None = None) -> DataState:
+    """The folder's state, its catalog read from the SQLite file in it or from the PostgreSQL
+    database `catalog` names (the tables and columns read here are the same in both)."""
+    if catalog is None:
+        conn = sqlite3.connect(f"file:{data / 'catalog.sqlite3'}?mode=ro", uri=True)
+    else:
+        import psycopg
+
+        conn = psycopg.connect(catalog, autocommit=True)
     try:
         file_blobs, inline_blobs, refs = set(), set(), {}
         for blob_id, count, inline in conn.execute("SELECT id, refs, data IS NOT NULL FROM blobs"):

@@ -4,6 +4,8 @@ Sources of each size are uploaded once; each copy is then timed end to end from 
 client (request, commit with fsync, response). DESIGN.md's claim is that the cost does not
 depend on the size: the 256 MiB / 1 MiB ratio should be close to 1. A multipart source shows
 the ETag rule: its first copy reads and hashes the bytes, later copies reuse the remembered MD5.
+A copy from an old version (CopyObject with ?versionId= of a source overwritten since, in a
+versioned bucket) must cost the same: its ratio to the 1 MiB copy should be close to 1 too.
 """
 
 from __future__ import annotations
@@ -62,6 +64,25 @@ def _copies(s3: Any, size: int, repeats: int) -> dict[str, Any]:
     return {"size_mib": size, "copy_object_ms": copy_ms, "upload_part_copy_ms": part_ms}
 
 
+def _old_version_copies(s3: Any, size: int, repeats: int) -> float:
+    """Median CopyObject latency from a noncurrent version of `size` MiB."""
+    key = f"old-{size}"
+    old = s3.put_object(Bucket="bench-versioned", Key=key, Body=_body(size))
+    s3.put_object(Bucket="bench-versioned", Key=key, Body=b"newer")
+    source = {"Bucket": "bench-versioned", "Key": key, "VersionId": old["VersionId"]}
+
+    def copy(i: int) -> None:
+        done = s3.copy_object(Bucket="bench-versioned", Key=f"c-{key}-{i}", CopySource=source)
+        # Timed only if it copied the old version: its id named, its plain-MD5 ETag reused.
+        if (done["CopySourceVersionId"], done["CopyObjectResult"]["ETag"]) != (
+            old["VersionId"],
+            old["ETag"],
+        ):
+            raise RuntimeError(f"the copy of {key} did not come from its old version: {done}")
+
+    return _median_ms(copy, repeats)
+
+
 def measure(s3: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
     s3.create_bucket(Bucket="bench")
     rows = [_copies(s3, size, repeats) for size in sizes]
@@ -89,6 +110,12 @@ def measure(s3: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
     )
     by_size = {r["size_mib"]: r for r in rows}
     smallest, largest = by_size[min(sizes)], by_size[max(sizes)]
+    s3.create_bucket(Bucket="bench-versioned")
+    s3.put_bucket_versioning(
+        Bucket="bench-versioned", VersioningConfiguration={"Status": "Enabled"}
+    )
+    old_small = _old_version_copies(s3, min(sizes), repeats)
+    old_large = _old_version_copies(s3, max(sizes), repeats)
     return {
         "rows": rows,
         "ratio_copy_object": largest["copy_object_ms"] / smallest["copy_object_ms"],
@@ -96,6 +123,10 @@ def measure(s3: Any, sizes: list[int], repeats: int) -> dict[str, Any]:
         "multipart_source_mib": size,
         "multipart_first_copy_ms": first,
         "multipart_later_copy_ms": later,
+        "old_version_copy_ms": {str(min(sizes)): old_small, str(max(sizes)): old_large},
+        # The issue's figure: the largest old-version copy against the smallest plain copy.
+        "ratio_old_version_copy": old_large / smallest["copy_object_ms"],
+        "ratio_old_version_copy_same_kind": old_large / old_small,
     }
 
 
@@ -114,6 +145,12 @@ def render(result: dict[str, Any], sizes: list[int]) -> str:
         f"multipart source of {result['multipart_source_mib']} MiB: first copy "
         f"{result['multipart_first_copy_ms']:.1f} ms (reads and hashes), later copies "
         f"{result['multipart_later_copy_ms']:.2f} ms (MD5 remembered)",
+        f"copy from an old version (versioned bucket, source overwritten): "
+        f"{lo} MiB {result['old_version_copy_ms'][str(lo)]:.2f} ms, "
+        f"{hi} MiB {result['old_version_copy_ms'][str(hi)]:.2f} ms",
+        f"ratio {hi} MiB old version / {lo} MiB CopyObject: "
+        f"{result['ratio_old_version_copy']:.2f} "
+        f"(/ {lo} MiB old version: {result['ratio_old_version_copy_same_kind']:.2f})",
     ]
     return "\n".join(lines)
 

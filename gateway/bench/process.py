@@ -18,10 +18,14 @@ _LISTENING = re.compile(r"listening on (https?://\S+)")
 
 
 class GatewayProcess:
-    """`python -m gateway serve` on 127.0.0.1:0 with a data folder; stops when told."""
+    """`python -m gateway serve` on 127.0.0.1:0 with a data folder (and the catalog in it, or
+    in the PostgreSQL database `catalog` names); stops when told."""
 
-    def __init__(self, data: Path, env: dict[str, str] | None = None, *args: str) -> None:
+    def __init__(
+        self, data: Path, env: dict[str, str] | None = None, *args: str, catalog: str | None = None
+    ) -> None:
         self.data = data
+        self.catalog = catalog
         self.env = {
             **os.environ,
             "S3GW_ACCESS_KEY": ACCESS_KEY,
@@ -36,6 +40,8 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         cmd = [sys.executable, "-m", "gateway", "serve", "--data", str(self.data)]
         cmd += ["--address", "127.0.0.1:0", *self.args]
+        if self.catalog is not None:
+            cmd += ["--catalog", self.catalog]
         self.proc = subprocess.Popen(
             cmd, env=self.env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )

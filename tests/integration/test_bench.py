@@ -104,3 +104,22 @@ def test_bench_s3_json_end_to_end():
     assert workloads["put_c64"]["ops_per_s"] > 0 and workloads["large_get"]["mib_s"] > 0
     assert result["load_generator"]["put_c64_client_cpu_us_per_op"] > 0
     assert "[1/" in out.stderr  # the progress display
+
+
+def test_bench_copy_json_end_to_end():
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "bench", "copy", "--sizes", "1,2", "--repeats", "1",
+         "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [r["size_mib"] for r in result["rows"]] == [1, 2]
+    assert all(r["copy_object_ms"] > 0 and r["upload_part_copy_ms"] > 0 for r in result["rows"])
+    # The copy from an old version: timed at both ends of the sizes (the bench fails if a copy
+    # did not come from the old version), its ratio to the 1 MiB CopyObject reported.
+    assert set(result["old_version_copy_ms"]) == {"1", "2"}
+    assert all(ms > 0 for ms in result["old_version_copy_ms"].values())
+    smallest = result["rows"][0]["copy_object_ms"]
+    assert result["ratio_old_version_copy"] == result["old_version_copy_ms"]["2"] / smallest
+    assert result["ratio_old_version_copy_same_kind"] > 0

@@ -777,7 +777,7 @@ def make_library(s3: Any, contents: Contents, bucket: str, seed: int) -> Library
 
 
 def empty_everything(s3: Any) -> None:
-    """Abort every upload and delete every object and bucket: the space must all come back."""
+    """Abort every upload and remove every version and bucket: the space must all come back."""
     for bucket in s3.list_buckets()["Buckets"]:
         name = bucket["Name"]
         for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=name):
@@ -785,7 +785,9 @@ def empty_everything(s3: Any) -> None:
                 s3.abort_multipart_upload(
                     Bucket=name, Key=upload["Key"], UploadId=upload["UploadId"]
                 )
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-            for obj in page.get("Contents", []):
-                s3.delete_object(Bucket=name, Key=obj["Key"])
+        # Every version and marker by its id (an unversioned bucket's objects are null ones):
+        # a bucket keeps its older versions' blobs until each is removed.
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=name):
+            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                s3.delete_object(Bucket=name, Key=entry["Key"], VersionId=entry["VersionId"])
         s3.delete_bucket(Bucket=name)

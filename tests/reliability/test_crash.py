@@ -13,7 +13,14 @@ checks:
 - stopped, `s3gw fsck --deep` exits 0, and the restart after it (no crash) removes no blob
   file the catalog references.
 
-At the end every upload is aborted and every object deleted: the blob files must all go.
+Every other round (round 3 with versioning Suspended, the others Enabled) drives a versioned
+bucket instead (versions.py): puts, delete markers, removals by version id, copies from and
+reads of versions. After each restart that bucket is checked too: every acknowledged version
+and marker is there with its bytes unless its removal was acknowledged, no version but those
+cut writes may have made, the null version as the model allows, and the order and the latest
+entry right.
+
+At the end every upload is aborted and every version removed: the blob files must all go.
 
 `make test` runs a short form; `make test-reliability` the long one (RELIABILITY_LONG=1).
 The seed and the command that replays the run are printed with the summary line.
@@ -33,6 +40,7 @@ from tests.reliability.harness import (
     Contents,
     CrashableGateway,
     MiB,
+    Piece,
     Settings,
     Stats,
     Worker,
@@ -48,6 +56,7 @@ from tests.reliability.harness import (
     verify,
     verify_library,
 )
+from tests.reliability.versions import ENABLED, SUSPENDED, Versions, VersionsWorker, verify_versions
 
 WEIGHTS = {
     "put_small": 30,
@@ -59,6 +68,14 @@ WEIGHTS = {
     "get": 15,
 }
 KEYS = [f"key-{i}" for i in range(10)] + ["dir/../odd key", "ключ/ü"]
+VERSIONED_KEYS = [f"v-{i}" for i in range(5)] + ["dir/../odd key", "ключ/ü"]
+
+
+def versioning_of(number: int) -> str | None:
+    """The versioned bucket's state in round `number`; None: the round is the plain bucket's."""
+    if number % 2 == 0:
+        return None
+    return SUSPENDED if number == 3 else ENABLED
 
 
 def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
@@ -72,22 +89,34 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
     library = make_library(s3, contents, "library", rng.getrandbits(63))
     s3.create_bucket(Bucket="crash")
     workload = Workload("crash", KEYS, contents, library, stats, WEIGHTS)
+    s3.create_bucket(Bucket="versioned")
+    versions = Versions("versioned", VERSIONED_KEYS, contents, stats)
     kills = rounds_done = verified = damage = clean_restarts = 0
+    versioned_rounds = versions_verified = 0
     losses: list[str] = []
     failures: list[str] = []
     started = time.monotonic()
     try:
         for number in range(rounds):
-            workload.url = server.url
-            workload.stop.clear()
+            mode = versioning_of(number)
+            target: Workload | Versions = workload
+            kind: type[Worker] = Worker
+            if mode is not None:
+                s3.put_bucket_versioning(
+                    Bucket="versioned", VersioningConfiguration={"Status": mode}
+                )
+                versions.mode, target, kind = mode, versions, VersionsWorker
+                versioned_rounds += 1
+            target.url = server.url
+            target.stop.clear()
             workers = [
-                Worker(workload, f"{seed}/{number}/{i}", checksums=i == 0)
+                kind(target, f"{seed}/{number}/{i}", checksums=i == 0)  # type: ignore[arg-type]
                 for i in range(reliability.threads)
             ]
             for worker in workers:
                 worker.start()
             time.sleep(rng.uniform(0.1, 3.0 if reliability.long else 2.0))
-            workload.stop.set()  # no new request; those in flight are cut by the kill
+            target.stop.set()  # no new request; those in flight are cut by the kill
             server.crash()
             kills += 1
             for worker in workers:
@@ -118,6 +147,10 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
             verified += verdict.verified
             losses += [f"round {number}: {loss}" for loss in verdict.losses]
             losses += [f"round {number}: {loss}" for loss in verify_library(s3, library)]
+            # The versioned bucket after every crash, whichever bucket the round wrote.
+            versioned = verify_versions(s3, versions)
+            versions_verified += versioned.verified
+            losses += [f"round {number} (versioned): {loss}" for loss in versioned.losses]
             last = number == rounds - 1
             if not reliability.long or number % 5 == 4 or last:
                 server.stop()
@@ -154,7 +187,8 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
         report(
             f"crash: seed={seed} rounds={rounds_done} kills={kills} "
             f"ops_acknowledged={stats.acknowledged} ops_cut={stats.cut} "
-            f"objects_verified={verified} losses={len(losses)} fsck_damage={damage} "
+            f"objects_verified={verified} versioned_rounds={versioned_rounds} "
+            f"versions_verified={versions_verified} losses={len(losses)} fsck_damage={damage} "
             f"clean_restarts={clean_restarts} "
             f"seconds={time.monotonic() - started:.0f} (replay: {reliability.replay})"
         )
@@ -191,3 +225,31 @@ def test_sigkill_of_the_parent_leaves_no_worker_behind(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def test_the_versioned_check_finds_a_lost_and_an_unknown_version(tmp_path: Path) -> None:
+    """verify_versions is what the crash rounds rely on: it must see a version gone behind the
+    model's back and one nobody acknowledged."""
+    server = CrashableGateway(tmp_path / "data").start()
+    try:
+        s3 = client(server.url)
+        s3.create_bucket(Bucket="versioned")
+        s3.put_bucket_versioning(Bucket="versioned", VersioningConfiguration={"Status": ENABLED})
+        contents, stats = Contents(), Stats()
+        versions = Versions("versioned", ["a", "b"], contents, stats)
+        versions.url = server.url
+        worker = VersionsWorker(versions, "check", max_ops=40)
+        worker.run()
+        assert not stats.problems, stats.problems
+        assert verify_versions(s3, versions).losses == []
+        a = versions.snapshot("a")
+        kept = [vid for vid, state in a.items() if state != "marker"]
+        assert kept, a  # 40 operations over two keys put something on each
+        s3.delete_object(Bucket="versioned", Key="a", VersionId=kept[0])
+        _, data = contents.new([Piece(7, 0, 10)])
+        s3.put_object(Bucket="versioned", Key="b", Body=data)
+        losses = verify_versions(s3, versions).losses
+        assert any(f"acknowledged version {kept[0]}" in loss for loss in losses), losses
+        assert any("b: versions no write made" in loss for loss in losses), losses
+    finally:
+        server.stop()
