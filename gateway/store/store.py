@@ -891,8 +891,10 @@ async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:
     """The source of a copy must still be the version that was checked and hashed (current or
     not: a newer version written meanwhile does not change the one being copied)."""
     found = await versions.find(reader, source.bucket, source.key, source.version_id)
+    # Gone or changed: the caller looks the source up again, and answers what that lookup
+    # says (NoSuchVersion for a version removed by id, NoSuchKey for a deleted key).
     if found is None or found.delete_marker:
-        raise errors.NoSuchKey(Key=source.key)
+        raise errors.SourceChanged()
     if found.extents != source.extents or found.etag != source.etag:
         raise errors.SourceChanged()
 

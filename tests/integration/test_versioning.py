@@ -748,11 +748,6 @@ def test_a_data_folder_from_before_versioning_upgrades_in_place(tmp_path: Path):
     inspect(data).assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store._require_unchanged answers NoSuchKey for a source gone before the commit; "
-    "raising SourceChanged there (the copy looks the source up again) fixes it",
-)
 def test_a_copy_whose_source_version_is_removed_meanwhile_is_no_such_version(s3, versioned):
     """CopyObject ?versionId= names a version: if a removal by its id commits while the copy
     hashes the source (a multipart source whose MD5 is not known yet), the answer is the one a

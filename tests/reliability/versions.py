@@ -201,13 +201,9 @@ class VersionsWorker(Worker):
 
     def _gone(self, op: str, key: str, vid: str, out: Outcome) -> None:
         """An answer other than success: NoSuchVersion only for a version being removed."""
-        # A copy whose source version is removed while it runs answers NoSuchKey for now:
-        # test_versioning's ..._removed_meanwhile_is_no_such_version (xfail) shows it; drop
-        # "NoSuchKey" here when that test passes.
-        gone = ("NoSuchVersion", "NoSuchKey") if op == "COPY" else ("NoSuchVersion",)
         if (
             out.ok is False
-            and not (out.code in gone and self.w.was_removing(key, vid))
+            and not (out.code == "NoSuchVersion" and self.w.was_removing(key, vid))
             and out.code != "SlowDown"
         ):
             self.w.stats.problem(f"{op} {key}?versionId={vid}: {out.status} {out.code}")
