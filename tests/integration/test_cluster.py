@@ -114,8 +114,11 @@ def test_nodes_racing_on_the_same_keys_leave_one_state(cluster: Cluster) -> None
                 s3.delete_object(Bucket=BUCKET, Key=key)
                 outcome = None
         except ClientError as exc:
-            # A copy from a key deleted meanwhile is the only refusal a race may give.
-            assert exc.response["Error"]["Code"] == "NoSuchKey", exc.response
+            # A copy may be refused by the race, and only a copy: its source deleted meanwhile
+            # (NoSuchKey), or rewritten under it at every attempt (503 SlowDown, which SDKs
+            # retry; a loaded machine makes it likely with 12 writers on 4 keys).
+            assert op in (3, 4), exc.response
+            assert exc.response["Error"]["Code"] in ("NoSuchKey", "SlowDown"), exc.response
             return
         with lock:
             acknowledged[key].append(outcome)
