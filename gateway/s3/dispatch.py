@@ -10,12 +10,22 @@ from aiohttp import web
 from ..config import Settings
 from ..store import Store
 from ..users import User
+from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
-from .authorize import authorize, resolve_bucket
+from .authorize import (
+    Access,
+    authorize,
+    is_anonymous,
+    needs_object,
+    object_attrs,
+    resolve_bucket,
+)
 from .context import Context
 from .errors import S3Error
 from .middleware import OPERATION, RECEIVED, TARGET, USER
-from .ops import acl, buckets, copy, listing, multipart, objectlock, objects
+from .ops import acl as acl_ops
+from .ops import buckets, copy, listing, multipart, objectlock, objects, ownership
+from .ops import policy as policy_ops
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -27,11 +37,13 @@ OPERATIONS: dict[str, Operation] = {
     **listing.OPERATIONS,
     **copy.OPERATIONS,
     **multipart.OPERATIONS,
-    **acl.OPERATIONS,
+    **acl_ops.OPERATIONS,
+    **ownership.OPERATIONS,
+    **policy_ops.OPERATIONS,
     **objectlock.OPERATIONS,
 }
-# Writes that may carry x-amz-acl / x-amz-grant-* headers.
-_ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
+# Object writes that may carry x-amz-acl / x-amz-grant-* headers.
+_OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
 # that asked for a customer key must not believe it got one).
 _UNSUPPORTED_HEADERS = (
@@ -82,11 +94,31 @@ class Dispatcher:
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
         bucket = None
-        if target.bucket is not None and target.operation != "CreateBucket":
+        owner, acl = None, None
+        if target.bucket is None or target.operation == "CreateBucket":
+            # Anonymous callers can neither list buckets nor own one.
+            if is_anonymous(auth.user):
+                raise S3Error("AccessDenied")
+        else:
             bucket = await resolve_bucket(self.store, target.bucket)
-            authorize(auth.user, target.operation, bucket)
-        if target.operation in _ACL_WRITES:
-            acl.check_canned_acl(request.headers)
+            obj = None
+            if target.key is not None and needs_object(target.operation, bucket):
+                obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
+            authorize(
+                Access(
+                    auth.user,
+                    target.operation,
+                    bucket,
+                    target.key,
+                    target.version_id,
+                    obj,
+                    conditions.lookup(request, auth, obj),
+                )
+            )
+            if target.operation in _OBJECT_ACL_WRITES:
+                owner, acl = acl_ops.object_acl_for_write(
+                    request.headers, auth.user, bucket, self.users_by_id.__contains__
+                )
         refuse_unsupported(request.headers)
         payload = Payload(
             request,
@@ -104,6 +136,8 @@ class Dispatcher:
             payload=payload,
             users_by_id=self.users_by_id,
             bucket_record=bucket,
+            object_owner=owner,
+            object_acl=acl,
         )
         upload = request.body_exists
         if upload and self.receiving >= self.settings.max_uploads:

@@ -57,7 +57,7 @@ def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
 async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     spec = _upload_checksum(ctx.headers)
-    attrs = replace(attrs_from_headers(ctx.headers), checksums=spec)
+    attrs = ctx.with_acl(replace(attrs_from_headers(ctx.headers), checksums=spec))
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs, lock)
     headers = {}

@@ -287,7 +287,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     ctx.payload.require_length(ctx.settings.max_object_size)
     blob = await stage_body(ctx, expected_md5)
     checksum = ctx.payload.checksum_headers()
-    attrs = replace(attrs, headers=headers, checksums=checksum)
+    attrs = ctx.with_acl(replace(attrs, headers=headers, checksums=checksum))
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition, lock)
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
