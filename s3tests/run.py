@@ -285,7 +285,14 @@ def main(argv: list[str] | None = None) -> int:
     users = work / "users.toml"
     gateway = GatewayProcess(
         work / "data",
-        {"S3GW_USERS": str(users), "S3GW_ACCESS_KEY": "", "S3GW_SECRET_KEY": ""},
+        {
+            "S3GW_USERS": str(users),
+            "S3GW_ACCESS_KEY": "",
+            "S3GW_SECRET_KEY": "",
+            # The suite assumes ACLs work on a new bucket and nothing is blocked, as buckets
+            # were before April 2023; its own home (RGW) is configured that way.
+            "S3GW_BUCKET_DEFAULTS": "legacy",
+        },
     )
     conf = work / "s3tests.conf"
     print(f"s3-tests from {suite}, in {work}")
