@@ -3,7 +3,7 @@ client, for the access-control tests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,14 @@ class Accounts:
     owner: Any  # boto3 clients
     alt: Any
     anon: Any
+    created: int = 0
+
+    def new_bucket(self, **kw: Any) -> str:
+        """A new bucket of the owner's (CreateBucket's arguments in `kw`)."""
+        self.created += 1
+        name = f"access-{self.created}"
+        self.owner.create_bucket(Bucket=name, **kw)
+        return name
 
 
 def start(tmp: Path, bucket_defaults: str) -> Accounts:
@@ -55,6 +63,18 @@ def start(tmp: Path, bucket_defaults: str) -> Accounts:
         server.client("ALTACCESSKEY00000001", "alt-secret"),
         server.client(signature_version=UNSIGNED),
     )
+
+
+def accounts_fixture(bucket_defaults: str) -> Any:
+    """A module-scoped fixture: a gateway started with --bucket-defaults `bucket_defaults`."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Accounts]:
+        accounts = start(tmp_path_factory.mktemp(bucket_defaults), bucket_defaults)
+        yield accounts
+        accounts.server.stop()
+
+    return fixture
 
 
 def error(call: Callable[..., Any], **kw: Any) -> tuple[str, int] | None:

@@ -4,37 +4,20 @@ defaults (--bucket-defaults legacy) under which ACLs work."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.integration.accounts import ALT_ID, OWNER_ID, Accounts, error, fails, start
+from tests.integration.accounts import (
+    ALT_ID,
+    OWNER_ID,
+    accounts_fixture,
+    error,
+    fails,
+)
 
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 LOG_DELIVERY = "http://acs.amazonaws.com/groups/s3/LogDelivery"
 
 
-@pytest.fixture(scope="module")
-def aws(tmp_path_factory: pytest.TempPathFactory):
-    accounts = start(tmp_path_factory.mktemp("aws"), "aws")
-    yield accounts
-    accounts.server.stop()
-
-
-@pytest.fixture(scope="module")
-def legacy(tmp_path_factory: pytest.TempPathFactory):
-    accounts = start(tmp_path_factory.mktemp("legacy"), "legacy")
-    yield accounts
-    accounts.server.stop()
-
-
-_count = 0
-
-
-def new_bucket(a: Accounts, **kw: object) -> str:
-    global _count
-    _count += 1
-    name = f"acl-{_count}"
-    a.owner.create_bucket(Bucket=name, **kw)
-    return name
+aws = accounts_fixture("aws")
+legacy = accounts_fixture("legacy")
 
 
 def grants(acl: dict) -> list[tuple[str, str]]:
@@ -46,7 +29,7 @@ def grants(acl: dict) -> list[tuple[str, str]]:
 
 
 def test_new_bucket_has_acls_disabled_and_public_access_blocked(aws):
-    b = new_bucket(aws)
+    b = aws.new_bucket()
     rules = aws.owner.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
     block = aws.owner.get_public_access_block(Bucket=b)["PublicAccessBlockConfiguration"]
@@ -92,7 +75,7 @@ def test_create_bucket_acl_and_ownership_headers(aws):
     )
     names = {b["Name"] for b in aws.owner.list_buckets()["Buckets"]}
     assert not names & {"acl-public", "acl-foo"}
-    b = new_bucket(aws, ObjectOwnership="ObjectWriter")
+    b = aws.new_bucket(ObjectOwnership="ObjectWriter")
     rules = aws.owner.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "ObjectWriter"}]
     # ACLs are on, but the public access block still refuses public ones.
@@ -110,7 +93,7 @@ def test_anonymous_cannot_list_or_create_buckets(aws):
 
 
 def test_legacy_bucket_has_no_controls(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     assert fails(legacy.owner.get_bucket_ownership_controls, Bucket=b) == (
         "OwnershipControlsNotFoundError",
         404,
@@ -122,7 +105,7 @@ def test_legacy_bucket_has_no_controls(legacy):
 
 
 def test_canned_acls_render_and_grant(legacy):
-    b = new_bucket(legacy, ACL="public-read")
+    b = legacy.new_bucket(ACL="public-read")
     assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [
         (ALL_USERS, "READ"),
         (OWNER_ID, "FULL_CONTROL"),
@@ -148,7 +131,7 @@ def test_canned_acls_render_and_grant(legacy):
 
 
 def test_public_read_write_lets_anyone_write_and_the_writer_owns(legacy):
-    b = new_bucket(legacy, ACL="public-read-write")
+    b = legacy.new_bucket(ACL="public-read-write")
     legacy.anon.put_object(Bucket=b, Key="from-anon", Body=b"a")
     legacy.alt.put_object(Bucket=b, Key="from-alt", Body=b"b")
     # The writer owns its object (ObjectWriter): private to alt, even to the bucket's owner.
@@ -167,7 +150,7 @@ def test_public_read_write_lets_anyone_write_and_the_writer_owns(legacy):
 
 
 def test_bucket_owner_preferred_takes_full_control_objects(legacy):
-    b = new_bucket(legacy, ACL="public-read-write")
+    b = legacy.new_bucket(ACL="public-read-write")
     legacy.owner.put_bucket_ownership_controls(
         Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerPreferred"}]}
     )
@@ -178,7 +161,7 @@ def test_bucket_owner_preferred_takes_full_control_objects(legacy):
 
 
 def test_grant_headers_replace_the_acl_and_give_their_permissions(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     legacy.owner.put_bucket_acl(
         Bucket=b, GrantRead=f'id="{ALT_ID}"', GrantWriteACP=f'id="{ALT_ID}", uri="{LOG_DELIVERY}"'
     )
@@ -198,7 +181,7 @@ def test_grant_headers_replace_the_acl_and_give_their_permissions(legacy):
 
 
 def test_access_control_policy_document(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     legacy.owner.put_object(Bucket=b, Key="k", Body=b"x")
     owner = {"ID": OWNER_ID}
     policy = {
@@ -223,7 +206,7 @@ def test_access_control_policy_document(legacy):
 
 
 def test_acl_request_errors_change_nothing(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     put = legacy.owner.put_bucket_acl
     cases = [
         ({"ACL": "private", "GrantRead": f'id="{ALT_ID}"'}, ("InvalidRequest", 400)),
@@ -253,7 +236,7 @@ def test_acl_request_errors_change_nothing(legacy):
 
 
 def test_copy_does_not_keep_the_source_acl(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     legacy.owner.put_object(Bucket=b, Key="src", Body=b"x", ACL="public-read")
     legacy.owner.copy_object(Bucket=b, Key="plain", CopySource={"Bucket": b, "Key": "src"})
     legacy.owner.copy_object(
@@ -266,7 +249,7 @@ def test_copy_does_not_keep_the_source_acl(legacy):
     assert error(legacy.anon.get_object, Bucket=b, Key="shared") == ("AccessDenied", 403)
     # The copy's source is read with the caller's rights.
     legacy.owner.put_object(Bucket=b, Key="secret", Body=b"s")
-    other = new_bucket(legacy, ACL="public-read-write")
+    other = legacy.new_bucket(ACL="public-read-write")
     assert error(
         legacy.alt.copy_object, Bucket=other, Key="c", CopySource={"Bucket": b, "Key": "secret"}
     ) == ("AccessDenied", 403)
@@ -274,7 +257,7 @@ def test_copy_does_not_keep_the_source_acl(legacy):
 
 
 def test_multipart_upload_takes_its_acl(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     up = legacy.owner.create_multipart_upload(Bucket=b, Key="mp", ACL="public-read")
     part = legacy.owner.upload_part(
         Bucket=b, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"data"
@@ -289,7 +272,7 @@ def test_multipart_upload_takes_its_acl(legacy):
 
 
 def test_public_access_block(legacy):
-    b = new_bucket(legacy, ACL="public-read")
+    b = legacy.new_bucket(ACL="public-read")
     legacy.owner.put_object(Bucket=b, Key="k", Body=b"x", ACL="public-read")
     legacy.anon.get_object(Bucket=b, Key="k")
     legacy.owner.put_public_access_block(
@@ -323,7 +306,7 @@ def test_public_access_block(legacy):
 
 
 def test_ownership_controls(legacy):
-    b = new_bucket(legacy)
+    b = legacy.new_bucket()
     put = legacy.owner.put_bucket_ownership_controls
     for rules in ([{"ObjectOwnership": "Foo"}], [], [{"ObjectOwnership": "ObjectWriter"}] * 2):
         assert error(put, Bucket=b, OwnershipControls={"Rules": rules}) == ("MalformedXML", 400)
