@@ -277,6 +277,22 @@ def decide(access: Access) -> bool:
     return False
 
 
+# Reads of an object: a missing one is 404 to a caller who may list the bucket, 403 to others
+# ("If you don't have the s3:ListBucket permission, Amazon S3 returns an HTTP status code 403",
+# GetObject in the API reference).
+READS = {"GetObject", "HeadObject"}
+
+
+def as_listing(access: Access) -> Access:
+    """The ListBucket request that would list `access`'s key (s3:prefix = the key)."""
+    key = access.key
+
+    def conditions(name: str) -> list[str] | None:
+        return [key] if name == "s3:prefix" and key is not None else access.conditions(name)
+
+    return Access(access.user, "ListObjects", access.bucket, conditions=conditions)
+
+
 async def object_attrs(
     store: Store, bucket: str, key: str, version_id: str | None
 ) -> ObjectAttrs | None:

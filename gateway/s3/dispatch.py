@@ -13,8 +13,11 @@ from ..users import User
 from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
 from .authorize import (
+    READS,
     Access,
+    as_listing,
     authorize,
+    decide,
     is_anonymous,
     needs_object,
     object_attrs,
@@ -104,17 +107,20 @@ class Dispatcher:
             obj = None
             if target.key is not None and needs_object(target.operation, bucket):
                 obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
-            authorize(
-                Access(
-                    auth.user,
-                    target.operation,
-                    bucket,
-                    target.key,
-                    target.version_id,
-                    obj,
-                    conditions.lookup(request, auth, obj),
-                )
+            access = Access(
+                auth.user,
+                target.operation,
+                bucket,
+                target.key,
+                target.version_id,
+                obj,
+                conditions.lookup(request, auth, obj),
             )
+            try:
+                authorize(access)
+            except S3Error as exc:
+                await self._missing_instead(exc, access)
+                raise
             if target.operation in _OBJECT_ACL_WRITES:
                 owner, acl = acl_ops.object_acl_for_write(
                     request.headers, auth.user, bucket, self.users_by_id.__contains__
@@ -150,3 +156,16 @@ class Dispatcher:
         finally:
             self.receiving -= upload
             request[RECEIVED] = payload.received
+
+    async def _missing_instead(self, exc: S3Error, access: Access) -> None:
+        """A refused read of an object that does not exist is NoSuchKey to a caller who may
+        list it (READS); refusals are rare, so only they pay for the look-up."""
+        if exc.code != "AccessDenied" or access.operation not in READS or access.key is None:
+            return
+        if access.obj is not None:
+            return
+        found = await object_attrs(self.store, access.bucket.name, access.key, access.version_id)
+        if found is not None:
+            return
+        if decide(as_listing(access)):
+            raise S3Error("NoSuchKey", Key=access.key) from exc

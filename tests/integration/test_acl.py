@@ -4,6 +4,8 @@ defaults (--bucket-defaults legacy) under which ACLs work."""
 
 from __future__ import annotations
 
+import json
+
 from tests.integration.accounts import (
     ALT_ID,
     OWNER_ID,
@@ -165,10 +167,11 @@ def test_grant_headers_replace_the_acl_and_give_their_permissions(legacy):
     legacy.owner.put_bucket_acl(
         Bucket=b, GrantRead=f'id="{ALT_ID}"', GrantWriteACP=f'id="{ALT_ID}", uri="{LOG_DELIVERY}"'
     )
+    # Groups are listed first, then the others in the order given.
     assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [
+        (LOG_DELIVERY, "WRITE_ACP"),
         (ALT_ID, "READ"),
         (ALT_ID, "WRITE_ACP"),
-        (LOG_DELIVERY, "WRITE_ACP"),
     ]
     legacy.alt.list_objects(Bucket=b)  # READ
     assert error(legacy.alt.get_bucket_acl, Bucket=b) == ("AccessDenied", 403)  # no READ_ACP
@@ -194,9 +197,9 @@ def test_access_control_policy_document(legacy):
     }
     legacy.owner.put_object_acl(Bucket=b, Key="k", AccessControlPolicy=policy)
     assert grants(legacy.alt.get_object_acl(Bucket=b, Key="k")) == [
+        (ALL_USERS, "READ"),
         (OWNER_ID, "FULL_CONTROL"),
         (ALT_ID, "READ_ACP"),
-        (ALL_USERS, "READ"),
     ]
     assert legacy.anon.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
     assert error(legacy.alt.put_object_acl, Bucket=b, Key="k", ACL="private") == (
@@ -326,3 +329,20 @@ def test_ownership_controls(legacy):
     ) == ("InvalidBucketAclWithObjectOwnership", 400)
     # Only the owner manages them.
     assert error(legacy.alt.get_bucket_ownership_controls, Bucket=b) == ("AccessDenied", 403)
+
+
+def test_bucket_owner_enforced_objects_belong_to_the_bucket_owner(aws):
+    b = aws.new_bucket()
+    grant = {
+        "Effect": "Allow",
+        "Principal": {"AWS": ALT_ID},
+        "Action": ["s3:PutObject", "s3:GetObjectAcl", "s3:ListMultipartUploadParts"],
+        "Resource": f"arn:aws:s3:::{b}/*",
+    }
+    aws.owner.put_bucket_policy(Bucket=b, Policy=json.dumps({"Statement": [grant]}))
+    aws.alt.put_object(Bucket=b, Key="k", Body=b"x")
+    assert aws.alt.get_object_acl(Bucket=b, Key="k")["Owner"]["ID"] == OWNER_ID
+    up = aws.alt.create_multipart_upload(Bucket=b, Key="mp")
+    parts = aws.alt.list_parts(Bucket=b, Key="mp", UploadId=up["UploadId"])
+    assert parts["Owner"]["ID"] == OWNER_ID
+    assert parts["Initiator"]["ID"] == ALT_ID

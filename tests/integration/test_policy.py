@@ -183,3 +183,16 @@ def test_allow_reaches_only_the_bucket_owners_objects(legacy):
     assert error(legacy.anon.get_object, Bucket=b, Key="alts") == ("AccessDenied", 403)
     assert legacy.alt.get_object_acl(Bucket=b, Key="alts")["Owner"]["ID"] == ALT_ID
     assert legacy.owner.get_bucket_acl(Bucket=b)["Owner"]["ID"] == OWNER_ID
+
+
+def test_a_missing_object_is_404_only_to_who_may_list_it(legacy):
+    # GetObject in the API reference: 404 with s3:ListBucket, 403 without.
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="public/there", Body=b"x")
+    listing = allow(b, "s3:ListBucket", Condition={"StringLike": {"s3:prefix": "public/*"}})
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, listing))
+    assert error(legacy.alt.head_object, Bucket=b, Key="public/missing") == ("404", 404)
+    assert error(legacy.alt.get_object, Bucket=b, Key="public/missing") == ("NoSuchKey", 404)
+    assert error(legacy.alt.head_object, Bucket=b, Key="private/missing") == ("403", 403)
+    # An object that exists stays refused: listing it is not reading it.
+    assert error(legacy.alt.get_object, Bucket=b, Key="public/there") == ("AccessDenied", 403)

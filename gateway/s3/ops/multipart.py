@@ -209,7 +209,10 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
     parts = await ctx.store.list_parts(upload.id, marker, limit + 1)
     truncated = len(parts) > limit
     parts = parts[:limit]
-    owner = ctx.owner(upload.owner)
+    # The initiator started the upload; the owner is who will own the object (the bucket's
+    # owner unless the writer keeps it, as the ownership controls decide).
+    assert ctx.bucket_record is not None  # the dispatcher found it
+    owner = ctx.owner(upload.attrs.owner or ctx.bucket_record.owner)
     algorithm = _algorithm(upload)
     field = f"Checksum{algorithm.name}" if algorithm is not None else ""
     return _xml(
@@ -218,7 +221,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Bucket", ctx.bucket),
             ("Key", key),
             ("UploadId", upload.id),
-            ("Initiator", owner),
+            ("Initiator", ctx.owner(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
             ("PartNumberMarker", marker),
