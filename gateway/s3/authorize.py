@@ -119,6 +119,9 @@ RULES: dict[str, Rule] = {
     "DeletePublicAccessBlock": Rule("s3:PutBucketPublicAccessBlock"),
     "DeleteBucketOwnershipControls": Rule("s3:PutBucketOwnershipControls"),
 }
+# Decided key by key by the operation (through Context.allowed), each refusal an entry of
+# its answer, as AWS reports them.
+PER_KEY = {"DeleteObjects"}
 # The owner may always read, replace and delete the policy, even when it denies them
 # (Put/Get/DeleteBucketPolicy in the API reference).
 POLICY_OPERATIONS = {"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"}

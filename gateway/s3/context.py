@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from aiohttp import web
@@ -38,6 +38,9 @@ class Context:
     # for (stored JSON; None: the owner's alone), as the dispatcher judged its ACL headers.
     object_owner: str | None = None
     object_acl: str | None = None
+    # Whether the caller may run an operation on one key of the bucket (operation, key,
+    # version id): authorisation's verdict, for operations that name many keys.
+    allowed: Callable[[str, str, str | None], bool] | None = None
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:

@@ -3,6 +3,8 @@ refuse what is not supported, admit the body, run the operation."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -13,6 +15,7 @@ from ..users import User
 from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
 from .authorize import (
+    PER_KEY,
     READS,
     Access,
     as_listing,
@@ -67,6 +70,10 @@ def refuse_unsupported(headers: Mapping[str, str]) -> None:
         raise S3Error("NotImplemented", f"server-side encryption {sse!r} is not supported")
 
 
+def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
+    return decide(dataclasses.replace(access, operation=operation, key=key, version_id=version_id))
+
+
 class Dispatcher:
     def __init__(self, store: Store, settings: Settings, users: Mapping[str, User]) -> None:
         self.store = store
@@ -98,6 +105,7 @@ class Dispatcher:
             )
         bucket = None
         owner, acl = None, None
+        allowed = None
         if target.bucket is None or target.operation == "CreateBucket":
             # Anonymous callers can neither list buckets nor own one.
             if is_anonymous(auth.user):
@@ -116,11 +124,14 @@ class Dispatcher:
                 obj,
                 conditions.lookup(request, auth, obj),
             )
-            try:
-                authorize(access)
-            except S3Error as exc:
-                await self._missing_instead(exc, access)
-                raise
+            if target.operation in PER_KEY:
+                allowed = functools.partial(_allowed, access)
+            else:
+                try:
+                    authorize(access)
+                except S3Error as exc:
+                    await self._missing_instead(exc, access)
+                    raise
             if target.operation in _OBJECT_ACL_WRITES:
                 owner, acl = acl_ops.object_acl_for_write(
                     request.headers, auth.user, bucket, self.users_by_id.__contains__
@@ -144,6 +155,7 @@ class Dispatcher:
             bucket_record=bucket,
             object_owner=owner,
             object_acl=acl,
+            allowed=allowed,
         )
         upload = request.body_exists
         if upload and self.receiving >= self.settings.max_uploads:

@@ -196,3 +196,33 @@ def test_a_missing_object_is_404_only_to_who_may_list_it(legacy):
     assert error(legacy.alt.head_object, Bucket=b, Key="private/missing") == ("403", 403)
     # An object that exists stays refused: listing it is not reading it.
     assert error(legacy.alt.get_object, Bucket=b, Key="public/there") == ("AccessDenied", 403)
+
+
+def test_delete_objects_is_decided_key_by_key(legacy):
+    b = legacy.new_bucket()
+    for key in ("keep/a", "other/b", "other/c"):
+        legacy.owner.put_object(Bucket=b, Key=key, Body=b"x")
+    legacy.owner.put_bucket_policy(
+        Bucket=b,
+        Policy=policy(
+            b,
+            {
+                **allow(b, "s3:DeleteObject"),
+                "Effect": "Deny",
+                "Resource": f"arn:aws:s3:::{b}/keep/*",
+            },
+            allow(b, "s3:DeleteObject", Principal={"AWS": ALT_ID}),
+        ),
+    )
+    answer = legacy.owner.delete_objects(
+        Bucket=b, Delete={"Objects": [{"Key": "keep/a"}, {"Key": "other/b"}]}
+    )
+    assert [d["Key"] for d in answer["Deleted"]] == ["other/b"]
+    assert [(e["Key"], e["Code"]) for e in answer["Errors"]] == [("keep/a", "AccessDenied")]
+    # alt has no WRITE on the bucket, but the policy lets it delete objects.
+    answer = legacy.alt.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "other/c"}]})
+    assert [d["Key"] for d in answer["Deleted"]] == ["other/c"]
+    answer = legacy.anon.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "keep/a"}]})
+    assert [e["Code"] for e in answer["Errors"]] == ["AccessDenied"]
+    listed = legacy.owner.list_objects_v2(Bucket=b)["Contents"]
+    assert [o["Key"] for o in listed] == ["keep/a"]

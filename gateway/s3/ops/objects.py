@@ -454,6 +454,8 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
             results.append(_delete_error(key, version, "NoSuchVersion"))
         elif len(key.encode()) > MAX_KEY_BYTES:
             results.append(_delete_error(key, version, "KeyTooLongError"))
+        elif ctx.allowed is not None and not ctx.allowed("DeleteObject", key, version):
+            results.append(_delete_error(key, version, "AccessDenied"))
         else:
             deletable.append((len(results), key, version))
             results.append(None)
