@@ -227,7 +227,7 @@ class Access:
 def _caller(user: User) -> policy.Caller:
     if is_anonymous(user):
         return policy.Caller(None)
-    return policy.Caller(user.canonical_id, frozenset({user.display_name, user.access_key}))
+    return policy.Caller(user.canonical_id)
 
 
 def decide(access: Access) -> bool:

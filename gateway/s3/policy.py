@@ -108,11 +108,10 @@ def wildcard(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks, as a policy sees them: a user's canonical id (None: anonymous) and the ARN
-    a principal element may name them by."""
+    """Who asks, as a policy sees them: a user's canonical id, which is also its account id
+    here (None: anonymous)."""
 
     canonical_id: str | None
-    names: frozenset[str] = frozenset()  # other spellings: display name
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ class Principals:
             return True
         if caller.canonical_id is None:
             return False
-        return caller.canonical_id in self.accounts or bool(caller.names & self.accounts)
+        return caller.canonical_id in self.accounts
 
     def fixed(self) -> bool:
         return not self.everyone
@@ -172,9 +171,9 @@ def _principals(value: object) -> Principals:
             elif kind == "AWS":
                 m = _ARN_PRINCIPAL.fullmatch(name)
                 if m is not None:
+                    # Every user is an account of its own: the ARN's account names it (a
+                    # display name is not unique, so the user/NAME part decides nothing).
                     accounts.add(m.group(1))
-                    if m.group(2).startswith("user/"):
-                        accounts.add(m.group(2)[5:])
                 elif re.fullmatch(r"[A-Za-z0-9$._-]+", name):
                     accounts.add(name)  # an account (here: a canonical) id
                 else:

@@ -12,8 +12,8 @@ from gateway.s3.errors import S3Error
 from gateway.s3.policy import Caller, Effect, PolicyRequest
 
 BUCKET = "bkt"
-ALICE = Caller("alice-id", frozenset({"alice"}))
-BOB = Caller("bob-id", frozenset({"bob"}))
+ALICE = Caller("alice-id")
+BOB = Caller("bob-id")
 ANON = Caller(None)
 
 
@@ -121,12 +121,14 @@ def test_principals() -> None:
         {"AWS": "arn:aws:iam::alice-id:root"},
         {"AWS": ["bob-id", "alice-id"]},
         {"CanonicalUser": "alice-id"},
-        {"AWS": "arn:aws:iam::123456789012:user/alice"},
+        {"AWS": "arn:aws:iam::alice-id:user/anyone"},
     ):
         text = doc(stmt(Principal=principal))
         assert verdict(text, ALICE) is Effect.ALLOW, principal
         assert verdict(text, ANON) is None
     assert verdict(doc(stmt(Principal={"AWS": "bob-id"})), ALICE) is None
+    # A user name is no identity: display names are not unique.
+    assert verdict(doc(stmt(Principal={"AWS": "arn:aws:iam::bob-id:user/alice"})), ALICE) is None
     assert verdict(doc(stmt(Principal={"Service": "logging.s3.amazonaws.com"})), ALICE) is None
     not_bob = doc(stmt(Effect="Deny", Principal=None, NotPrincipal={"AWS": "bob-id"}))
     assert verdict(not_bob, ALICE) is Effect.DENY
