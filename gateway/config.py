@@ -44,6 +44,7 @@ class Settings:
     log_format: str = "text"
     max_object_size: int = limits.MAX_PUT_SIZE
     lifecycle_day: float = 86_400.0
+    bucket_defaults: str = "aws"
 
 
 # (flag, environment variable suffix, type, default, help)
@@ -106,6 +107,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         86_400.0,
         "seconds a day lasts for lifecycle rules (for tests; a real day is 86400)",
     ),
+    # AWS's defaults since April 2023; the older ones are what ceph's s3-tests assume.
+    (
+        "bucket-defaults",
+        str,
+        "aws",
+        "access settings of a new bucket: aws (ACLs disabled by BucketOwnerEnforced, public "
+        "access blocked), or legacy (ACLs on, no ownership controls, nothing blocked)",
+    ),
 ]
 
 
@@ -136,6 +145,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "loop": ("asyncio", "uvloop"),
     "log-level": ("debug", "info", "warning", "error"),
     "log-format": ("text", "json"),
+    "bucket-defaults": ("aws", "legacy"),
 }
 _FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 _FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False, "": False}
@@ -288,4 +298,5 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         log_level=values["log-level"],
         log_format=values["log-format"],
         lifecycle_day=values["lifecycle-day"],
+        bucket_defaults=values["bucket-defaults"],
     )

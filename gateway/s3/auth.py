@@ -28,6 +28,9 @@ from gateway.s3 import sigv2
 from gateway.s3.errors import S3Error
 from gateway.users import User
 
+# The caller of an unsigned request (no user of the users file has an empty access key).
+ANONYMOUS = User(access_key="", secret_key="", display_name="anonymous", canonical_id="")
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "s3"
 TERMINATOR = "aws4_request"
@@ -173,9 +176,15 @@ class Authenticator:
             claim = self._query_claim(params, headers)
         elif "AWSAccessKeyId" in names and "Signature" in names:
             return self._v2_query(request, headers, params)
+        elif "AWSAccessKeyId" in names or "Signature" in names:
+            # Half a signature is a mistake to report, not an anonymous request.
+            raise S3Error(
+                "AccessDenied",
+                "Query-string authentication requires the Signature, Expires and "
+                "AWSAccessKeyId parameters",
+            )
         else:
-            # Anonymous access is not offered: every request must be signed.
-            raise S3Error("AccessDenied")
+            return anonymous(headers)
         return self._verify(request, headers, params, claim)
 
     # -- header auth ------------------------------------------------------------------------
@@ -495,6 +504,22 @@ class Authenticator:
 
 # Sent unsigned by SDKs and harmless: the body's hash is checked against the body anyway.
 _UNSIGNED_ALLOWED = frozenset({"x-amz-content-sha256"})
+
+
+def anonymous(headers: Mapping[str, list[str]]) -> AuthResult:
+    """An unsigned request: it goes on to authorisation as the anonymous caller, which
+    allows it only where an ACL or a bucket policy lets everyone in. Its body is unsigned
+    (an aws-chunked one without chunk signatures: the only kind it can send)."""
+    mode = _joined(headers, "x-amz-content-sha256")
+    unsigned_chunks = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+    return AuthResult(
+        user=ANONYMOUS,
+        payload_hash=unsigned_chunks if mode == unsigned_chunks else UNSIGNED_PAYLOAD,
+        signature="",
+        signing_key=b"",
+        amz_date="",
+        scope="",
+    )
 
 
 def _refuse_unsigned_amz_headers(headers: Mapping[str, list[str]], signed: tuple[str, ...]) -> None:

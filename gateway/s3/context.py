@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 from multidict import CIMultiDictProxy, MultiDictProxy
 
 from ..config import Settings
-from ..store import Bucket, Store
+from ..store import Bucket, ObjectAttrs, Store
 from ..users import User
 from .payload import Payload
 from .router import Endpoint
@@ -34,6 +34,13 @@ class Context:
     # The bucket the request names, as the dispatcher found and authorised it (None for
     # ListBuckets and CreateBucket).
     bucket_record: Bucket | None = None
+    # Who owns an object this request writes (None: the bucket's owner) and the ACL it asked
+    # for (stored JSON; None: the owner's alone), as the dispatcher judged its ACL headers.
+    object_owner: str | None = None
+    object_acl: str | None = None
+    # Whether the caller may run an operation on one key of the bucket (operation, key,
+    # version id): authorisation's verdict, for operations that name many keys.
+    allowed: Callable[[str, str, str | None], bool] | None = None
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:
@@ -66,6 +73,11 @@ class Context:
     async def start(self, response: web.StreamResponse) -> None:
         await response.prepare(self.request)
         self.request[RESPONSE_STARTED] = response
+
+    def with_acl(self, attrs: ObjectAttrs) -> ObjectAttrs:
+        """The attrs of an object this request writes, with its owner and ACL (a copy never
+        keeps its source's)."""
+        return replace(attrs, owner=self.object_owner, acl=self.object_acl)
 
     def owner(self, canonical_id: str) -> list[Node]:
         user = self.users_by_id.get(canonical_id)

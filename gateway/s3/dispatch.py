@@ -3,6 +3,8 @@ refuse what is not supported, admit the body, run the operation."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -10,13 +12,25 @@ from aiohttp import web
 from ..config import Settings
 from ..store import Store
 from ..users import User
+from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
-from .authorize import authorize, resolve_bucket
+from .authorize import (
+    PER_KEY,
+    READS,
+    Access,
+    as_listing,
+    authorize,
+    decide,
+    is_anonymous,
+    needs_object,
+    object_attrs,
+    resolve_bucket,
+)
 from .context import Context
 from .errors import S3Error
 from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
+from .ops import acl as acl_ops
 from .ops import (
-    acl,
     attributes,
     buckets,
     copy,
@@ -25,10 +39,12 @@ from .ops import (
     multipart,
     objectlock,
     objects,
+    ownership,
     post,
     tagging,
 )
 from .ops import cors as cors_ops
+from .ops import policy as policy_ops
 from .payload import Payload
 from .router import bucket_from_host, route
 
@@ -40,7 +56,9 @@ OPERATIONS: dict[str, Operation] = {
     **listing.OPERATIONS,
     **copy.OPERATIONS,
     **multipart.OPERATIONS,
-    **acl.OPERATIONS,
+    **acl_ops.OPERATIONS,
+    **ownership.OPERATIONS,
+    **policy_ops.OPERATIONS,
     **objectlock.OPERATIONS,
     **tagging.OPERATIONS,
     **attributes.OPERATIONS,
@@ -48,8 +66,8 @@ OPERATIONS: dict[str, Operation] = {
     **cors_ops.OPERATIONS,
     **post.OPERATIONS,
 }
-# Writes that may carry x-amz-acl / x-amz-grant-* headers.
-_ACL_WRITES = {"PutObject", "CopyObject", "CreateBucket", "CreateMultipartUpload"}
+# Object writes that may carry x-amz-acl / x-amz-grant-* headers.
+_OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
 # that asked for a customer key must not believe it got one).
 _UNSUPPORTED_HEADERS = (
@@ -67,6 +85,10 @@ def refuse_unsupported(headers: Mapping[str, str]) -> None:
     sse = headers.get("x-amz-server-side-encryption")
     if sse is not None and sse != "AES256":
         raise S3Error("NotImplemented", f"server-side encryption {sse!r} is not supported")
+
+
+def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
+    return decide(dataclasses.replace(access, operation=operation, key=key, version_id=version_id))
 
 
 class Dispatcher:
@@ -107,13 +129,40 @@ class Dispatcher:
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
         bucket = None
-        if target.bucket is not None and target.operation != "CreateBucket":
+        owner, acl = None, None
+        allowed = None
+        if target.bucket is None or target.operation == "CreateBucket":
+            # Anonymous callers can neither list buckets nor own one.
+            if is_anonymous(auth.user):
+                raise S3Error("AccessDenied")
+        else:
             bucket = await resolve_bucket(self.store, target.bucket)
             request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
-            if not form_post:
-                authorize(auth.user, target.operation, bucket)
-        if target.operation in _ACL_WRITES:
-            acl.check_canned_acl(request.headers)
+            if not form_post:  # PostObject authorises the form's signer itself
+                obj = None
+                if target.key is not None and needs_object(target.operation, bucket):
+                    obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
+                access = Access(
+                    auth.user,
+                    target.operation,
+                    bucket,
+                    target.key,
+                    target.version_id,
+                    obj,
+                    conditions.lookup(request, auth, obj),
+                )
+                if target.operation in PER_KEY:
+                    allowed = functools.partial(_allowed, access)
+                else:
+                    try:
+                        authorize(access)
+                    except S3Error as exc:
+                        await self._missing_instead(exc, access)
+                        raise
+                if target.operation in _OBJECT_ACL_WRITES:
+                    owner, acl = acl_ops.object_acl_for_write(
+                        request.headers, auth.user, bucket, self.users_by_id.__contains__
+                    )
         refuse_unsupported(request.headers)
         payload = Payload(
             request,
@@ -131,6 +180,9 @@ class Dispatcher:
             payload=payload,
             users_by_id=self.users_by_id,
             bucket_record=bucket,
+            object_owner=owner,
+            object_acl=acl,
+            allowed=allowed,
         )
         upload = request.body_exists
         if upload and self.receiving >= self.settings.max_uploads:
@@ -143,3 +195,16 @@ class Dispatcher:
         finally:
             self.receiving -= upload
             request[RECEIVED] = payload.received
+
+    async def _missing_instead(self, exc: S3Error, access: Access) -> None:
+        """A refused read of an object that does not exist is NoSuchKey to a caller who may
+        list it (READS); refusals are rare, so only they pay for the look-up."""
+        if exc.code != "AccessDenied" or access.operation not in READS or access.key is None:
+            return
+        if access.obj is not None:
+            return
+        found = await object_attrs(self.store, access.bucket.name, access.key, access.version_id)
+        if found is not None:
+            return
+        if decide(as_listing(access)):
+            raise S3Error("NoSuchKey", Key=access.key) from exc

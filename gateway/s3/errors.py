@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # code -> (HTTP status, default message)
 CODES: dict[str, tuple[int, str]] = {
+    "AccessControlListNotSupported": (400, "The bucket does not allow ACLs"),
     "AccessDenied": (403, "Access Denied"),
     # A preflight OPTIONS that CORS refuses (its message says why).
     "AccessForbidden": (403, "CORSResponse: This CORS request is not allowed."),
@@ -58,6 +59,10 @@ CODES: dict[str, tuple[int, str]] = {
         "The AWS Access Key Id you provided does not exist in our records.",
     ),
     "InvalidArgument": (400, "Invalid Argument"),
+    "InvalidBucketAclWithObjectOwnership": (
+        400,
+        "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting",
+    ),
     "InvalidBucketName": (400, "The specified bucket is not valid."),
     "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
@@ -83,6 +88,11 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidTag": (400, "The TagKey you have provided is invalid"),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long"),
+    "MalformedACLError": (
+        400,
+        "The XML you provided was not well-formed or did not validate against our published schema",
+    ),
+    "MalformedPolicy": (400, "Policies must be valid JSON and the first byte must be '{'"),
     "MalformedXML": (
         400,
         "The XML you provided was not well-formed or did not validate against our published schema",
@@ -110,6 +120,7 @@ CODES: dict[str, tuple[int, str]] = {
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist"),
     "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
+    "NoSuchBucketPolicy": (404, "The bucket policy does not exist"),
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchObjectLockConfiguration": (
         404,
@@ -117,6 +128,10 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist"),
     "NoSuchTagSet": (404, "The TagSet does not exist"),
+    "NoSuchPublicAccessBlockConfiguration": (
+        404,
+        "The public access block configuration was not found",
+    ),
     "NoSuchUpload": (
         404,
         "The specified upload does not exist. The upload ID may be invalid, or the upload may "
@@ -134,6 +149,7 @@ CODES: dict[str, tuple[int, str]] = {
         501,
         "A header or query you provided implies functionality that is not implemented.",
     ),
+    "OwnershipControlsNotFoundError": (404, "The bucket ownership controls were not found"),
     "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),
     "RequestHeaderSectionTooLarge": (
         400,
@@ -154,6 +170,11 @@ CODES: dict[str, tuple[int, str]] = {
         403,
         "The request signature we calculated does not match the signature you provided. "
         "Check your key and signing method.",
+    ),
+    "UnexpectedContent": (400, "This request does not support content"),
+    "UnresolvableGrantByEmailAddress": (
+        400,
+        "The e-mail address you provided does not match any account on record.",
     ),
     "XAmzContentSHA256Mismatch": (
         400,

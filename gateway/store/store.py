@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -198,10 +198,16 @@ class Store:
         return await self._read.list_buckets(owner)
 
     async def create_bucket(
-        self, name: str, owner: str, region: str, object_lock: bool = False
+        self,
+        name: str,
+        owner: str,
+        region: str,
+        object_lock: bool = False,
+        settings: Mapping[str, str] | None = None,
     ) -> Bucket:
-        """A new bucket; with Object Lock, versioning is Enabled from the start."""
-        bucket = Bucket(name, owner, region, time.time_ns())
+        """A new bucket, with its first settings; with Object Lock, versioning is Enabled from
+        the start."""
+        bucket = Bucket(name, owner, region, time.time_ns(), settings=dict(settings or {}))
         if object_lock:
             bucket = replace(bucket, versioning=versions.ENABLED, object_lock=True)
 

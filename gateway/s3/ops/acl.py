@@ -1,100 +1,139 @@
-"""Access control lists, as far as this gateway has them: every bucket and object is private
-to its owner, who has FULL_CONTROL.
+"""Get/PutBucketAcl and Get/PutObjectAcl, and the ACL an object write asks for.
 
-Clients probe ACLs (s3cmd reads and writes an object's ACL on every server-side copy), so the
-ACL operations answer with that one grant, and accept writes that change nothing: the canned
-`private` (and its bucket-owner variants, the same thing when the owner is the only user
-involved) or a policy that grants FULL_CONTROL to the owner alone. Anything that would share
-a resource is NotImplemented rather than silently ignored.
+An ACL is given by a canned `x-amz-acl`, by `x-amz-grant-*` headers, or by an
+AccessControlPolicy document (gateway/s3/grants.py). Where the bucket's ownership controls
+disable ACLs (BucketOwnerEnforced), every ACL write is AccessControlListNotSupported except
+the bucket-owner-full-control an object write may carry; reading still answers the owner's
+FULL_CONTROL. A public ACL under BlockPublicAcls is AccessDenied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from aiohttp import web
 
 from ...limits import MAX_ACL_XML
+from ...store import Bucket, ObjectAttrs, ObjectInfo
 from ...store.versions import DeleteMarker
-from .. import xml
+from ...users import User
+from .. import grants, xml
+from ..authorize import (
+    ACL,
+    BUCKET_OWNER_PREFERRED,
+    acls_enabled,
+    bucket_acl,
+    is_anonymous,
+    object_owner,
+    ownership,
+    public_access_block,
+)
 from ..context import Context
 from ..errors import S3Error
 from .objects import check_key, version_param
 
-PRIVATE_ACLS = {"private", "bucket-owner-full-control", "bucket-owner-read"}
-_GRANTEE = 'Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"'
+
+def object_acl_for_write(
+    headers: Mapping[str, str], writer: User, bucket: Bucket, known: Callable[[str], bool]
+) -> tuple[str | None, str | None]:
+    """(owner, stored ACL) of an object a PutObject, CopyObject or CreateMultipartUpload
+    writes: None for the bucket's owner and for the owner's private ACL."""
+    owner = bucket.owner if is_anonymous(writer) else writer.canonical_id
+    acl = grants.from_headers(headers, owner, bucket.owner, known)
+    canned = headers.get("x-amz-acl")
+    if not acls_enabled(bucket):
+        # "Buckets that use this setting only accept PUT requests that don't specify an ACL
+        # or ... bucket-owner-full-control" (object-ownership-error-responses.html).
+        if acl is not None and canned != grants.BUCKET_OWNER_FULL_CONTROL:
+            raise S3Error("AccessControlListNotSupported")
+        return None, None
+    if acl is not None and acl.is_public() and public_access_block(bucket).block_public_acls:
+        raise S3Error("AccessDenied")
+    if ownership(bucket) == BUCKET_OWNER_PREFERRED and canned == grants.BUCKET_OWNER_FULL_CONTROL:
+        owner = bucket.owner
+        acl = grants.canned(canned, owner, bucket.owner)
+    stored = None if acl is None or acl.only_owner() else acl.to_json()
+    return (None if owner == bucket.owner else owner), stored
 
 
-def check_canned_acl(headers: Mapping[str, str]) -> None:
-    """x-amz-acl / x-amz-grant-* on a write: only what keeps the resource private."""
-    acl = headers.get("x-amz-acl")
-    if acl is not None and acl not in PRIVATE_ACLS:
-        raise S3Error("NotImplemented", f"The canned ACL {acl!r} is not supported: only private")
-    if any(name.lower().startswith("x-amz-grant-") for name in headers):
-        raise S3Error("NotImplemented", "ACL grants are not supported: resources are private")
+def _response(ctx: Context, acl: grants.Acl) -> web.Response:
+    return web.Response(body=grants.render(acl, ctx.owner), content_type="application/xml")
 
 
-def _policy(ctx: Context, owner: str) -> web.Response:
-    me = ctx.owner(owner)
-    body = xml.render(
-        "AccessControlPolicy",
-        [
-            ("Owner", me),
-            (
-                "AccessControlList",
-                [("Grant", [(_GRANTEE, me), ("Permission", "FULL_CONTROL")])],
-            ),
-        ],
-    )
-    return web.Response(body=body, content_type="application/xml")
-
-
-def _bucket_owner(ctx: Context) -> str:
+def _bucket(ctx: Context) -> Bucket:
     assert ctx.bucket_record is not None  # the dispatcher found it
-    return ctx.bucket_record.owner
+    return ctx.bucket_record
 
 
 async def get_bucket_acl(ctx: Context) -> web.StreamResponse:
-    return _policy(ctx, _bucket_owner(ctx))
+    bucket = _bucket(ctx)
+    if not acls_enabled(bucket):
+        return _response(ctx, grants.private(bucket.owner))
+    return _response(ctx, bucket_acl(bucket))
 
 
 async def get_object_acl(ctx: Context) -> web.StreamResponse:
     # A latest delete marker: 404 NoSuchKey; a marker by its id: 405 (AWS).
-    await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
-    return _policy(ctx, _bucket_owner(ctx))
+    obj = await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
+    bucket = _bucket(ctx)
+    owner = object_owner(bucket, obj.attrs)
+    if not acls_enabled(bucket):
+        return _response(ctx, grants.private(owner))
+    return _response(ctx, grants.stored(obj.attrs.acl, owner))
 
 
-async def _put_acl(ctx: Context, owner: str) -> web.StreamResponse:
-    check_canned_acl(ctx.headers)
+async def _requested_acl(ctx: Context, owner: str, bucket_owner: str) -> grants.Acl:
+    """The ACL a PutBucketAcl or PutObjectAcl sets, from its headers or its body (never
+    both), checked before anything else is judged."""
+    known = ctx.users_by_id.__contains__
+    from_headers = grants.from_headers(ctx.headers, owner, bucket_owner, known)
     body = await ctx.read_xml(MAX_ACL_XML)
-    if body.strip():
-        root = xml.parse(body)
-        if root.tag != "AccessControlPolicy":
-            raise S3Error("MalformedXML")
-        grants = root.findall("AccessControlList/Grant")
-        for grant in grants:
-            grantee = grant.find("Grantee")
-            grantee_id = grantee.findtext("ID") if grantee is not None else None
-            if grantee_id != owner or grant.findtext("Permission") != "FULL_CONTROL":
-                raise S3Error(
-                    "NotImplemented", "ACL grants are not supported: resources are private"
-                )
-    elif "x-amz-acl" not in ctx.headers:
+    if from_headers is not None:
+        if body.strip():
+            raise S3Error("UnexpectedContent")
+        acl = from_headers
+    elif body.strip():
+        try:
+            root = xml.parse(body)
+        except S3Error as exc:
+            raise S3Error("MalformedACLError") from exc
+        # The resource keeps its owner: the document's Owner names it, it does not move it.
+        acl = replace(grants.from_xml(root, known), owner=owner)
+    else:
         raise S3Error("MissingSecurityHeader", MissingHeaderName="x-amz-acl")
-    return web.Response()
+    bucket = _bucket(ctx)
+    if not acls_enabled(bucket):
+        raise S3Error("AccessControlListNotSupported")
+    if acl.is_public() and public_access_block(bucket).block_public_acls:
+        raise S3Error("AccessDenied")
+    return acl
 
 
 async def put_bucket_acl(ctx: Context) -> web.StreamResponse:
-    return await _put_acl(ctx, _bucket_owner(ctx))
+    bucket = _bucket(ctx)
+    acl = await _requested_acl(ctx, bucket.owner, bucket.owner)
+    await ctx.store.set_bucket_setting(ctx.bucket, ACL, None if acl.only_owner() else acl.to_json())
+    return web.Response()
 
 
 async def put_object_acl(ctx: Context) -> web.StreamResponse:
+    key = check_key(ctx.key)
     try:
-        await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
+        obj = await ctx.store.head_object(ctx.bucket, key, version_param(ctx))
     except DeleteMarker as exc:
         # AWS answers 405 here even when the marker is only the latest version.
         raise S3Error("MethodNotAllowed", Method="PUT", ResourceType="DeleteMarker") from exc
-    return await _put_acl(ctx, _bucket_owner(ctx))
+    bucket = _bucket(ctx)
+    owner = object_owner(bucket, obj.attrs)
+    acl = await _requested_acl(ctx, owner, bucket.owner)
+    stored = None if acl.only_owner() else acl.to_json()
+
+    def change(version: ObjectInfo) -> ObjectAttrs:
+        return replace(version.attrs, acl=stored)
+
+    await ctx.store.update_attrs(ctx.bucket, key, obj.version_id, change)
+    return web.Response()
 
 
 OPERATIONS = {

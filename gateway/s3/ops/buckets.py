@@ -1,5 +1,5 @@
-"""ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
-Get/PutBucketVersioning."""
+"""ListBuckets, CreateBucket (with its ownership controls, public access block and ACL),
+HeadBucket, DeleteBucket, GetBucketLocation, Get/PutBucketVersioning."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
-from .. import xml
+from .. import grants, xml
+from ..authorize import (
+    ACL,
+    BLOCK_ALL,
+    BUCKET_OWNER_ENFORCED,
+    OWNERSHIP,
+    OWNERSHIPS,
+    PUBLIC_ACCESS_BLOCK,
+)
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..names import valid_bucket_name
@@ -72,6 +80,33 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
     )
 
 
+def _new_bucket_settings(ctx: Context) -> dict[str, str]:
+    """A new bucket's ownership controls, public access block and ACL: AWS's defaults
+    (BucketOwnerEnforced, everything blocked) unless --bucket-defaults legacy, and what the
+    request's x-amz-object-ownership and ACL headers ask for."""
+    me = ctx.user.canonical_id
+    # The bucket-owner-* canned ACLs are the owner's alone on a bucket (acl-overview.html).
+    acl = grants.from_headers(ctx.headers, me, me, ctx.users_by_id.__contains__)
+    chosen = ctx.headers.get("x-amz-object-ownership")
+    if chosen is not None and chosen not in OWNERSHIPS:
+        raise invalid_argument(
+            f"Invalid x-amz-object-ownership header: {chosen}", "x-amz-object-ownership", chosen
+        )
+    settings: dict[str, str] = {}
+    if ctx.settings.bucket_defaults == "aws":
+        chosen = chosen or BUCKET_OWNER_ENFORCED
+        settings[PUBLIC_ACCESS_BLOCK] = BLOCK_ALL.to_json()
+    if chosen is not None:
+        settings[OWNERSHIP] = chosen
+    if acl is not None and not acl.only_owner():
+        if chosen == BUCKET_OWNER_ENFORCED:
+            raise S3Error("InvalidBucketAclWithObjectOwnership")
+        if acl.is_public() and ctx.settings.bucket_defaults == "aws":
+            raise S3Error("AccessDenied")  # the public access block it is born with
+        settings[ACL] = acl.to_json()
+    return settings
+
+
 async def create_bucket(ctx: Context) -> web.StreamResponse:
     name = ctx.bucket
     if not valid_bucket_name(name):
@@ -95,8 +130,9 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
                     f"The {constraint} location constraint is incompatible for the region "
                     "specific endpoint this request was sent to.",
                 )
+    settings = _new_bucket_settings(ctx)
     try:
-        await ctx.store.create_bucket(name, ctx.user.canonical_id, region, object_lock)
+        await ctx.store.create_bucket(name, ctx.user.canonical_id, region, object_lock, settings)
     except StoreError as exc:
         # AWS, in us-east-1 only: re-creating a bucket you own is a successful no-op.
         if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":

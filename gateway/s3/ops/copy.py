@@ -21,7 +21,7 @@ from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION
 from ...store.versions import DeleteMarker
 from .. import conditions, retention, tagging, xml
-from ..authorize import authorize, resolve_bucket
+from ..authorize import authorize_read, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
@@ -79,7 +79,7 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
     it with the x-amz-copy-source-version-id header the answer carries."""
     # The source is read with the caller's rights, as a GetObject of it would be.
     bucket = await resolve_bucket(ctx.store, ref.bucket)
-    authorize(ctx.user, "GetObject", bucket)
+    await authorize_read(ctx.store, ctx.user, bucket, ref.key, ref.version_id)
     version_id = check_version_id(ref.version_id, bucket)  # as GetObject judges ?versionId
     try:
         obj = await ctx.store.head_object(ref.bucket, check_key(ref.key), version_id)
@@ -157,6 +157,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         attrs = replace(
             attrs, tags=new_tags if tagging_directive == "REPLACE" else source.attrs.tags
         )
+        attrs = ctx.with_acl(attrs)
         etag, learnt = await _whole_md5(ctx, source)
         try:
             obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt, lock)

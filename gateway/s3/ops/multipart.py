@@ -57,7 +57,7 @@ def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
 async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     spec = _upload_checksum(ctx.headers)
-    attrs = replace(attrs_from_headers(ctx.headers), checksums=spec)
+    attrs = ctx.with_acl(replace(attrs_from_headers(ctx.headers), checksums=spec))
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs, lock)
     headers = {}
@@ -209,7 +209,10 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
     parts = await ctx.store.list_parts(upload.id, marker, limit + 1)
     truncated = len(parts) > limit
     parts = parts[:limit]
-    owner = ctx.owner(upload.owner)
+    # The initiator started the upload; the owner is who will own the object (the bucket's
+    # owner unless the writer keeps it, as the ownership controls decide).
+    assert ctx.bucket_record is not None  # the dispatcher found it
+    owner = ctx.owner(upload.attrs.owner or ctx.bucket_record.owner)
     algorithm = _algorithm(upload)
     field = f"Checksum{algorithm.name}" if algorithm is not None else ""
     return _xml(
@@ -218,7 +221,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Bucket", ctx.bucket),
             ("Key", key),
             ("UploadId", upload.id),
-            ("Initiator", owner),
+            ("Initiator", ctx.owner(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
             ("PartNumberMarker", marker),

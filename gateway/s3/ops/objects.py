@@ -344,7 +344,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     ctx.payload.require_length(ctx.settings.max_object_size)
     blob = await stage_body(ctx, expected_md5)
     checksum = ctx.payload.checksum_headers()
-    attrs = replace(attrs, headers=headers, checksums=checksum)
+    attrs = ctx.with_acl(replace(attrs, headers=headers, checksums=checksum))
     obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition, lock)
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
@@ -545,6 +545,8 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
             results.append(_delete_error(key, version, "NoSuchVersion"))
         elif len(key.encode()) > MAX_KEY_BYTES:
             results.append(_delete_error(key, version, "KeyTooLongError"))
+        elif ctx.allowed is not None and not ctx.allowed("DeleteObject", key, version):
+            results.append(_delete_error(key, version, "AccessDenied"))
         else:
             deletable.append((len(results), key, version, condition))
             results.append(None)

@@ -26,11 +26,11 @@ from ...store.model import NULL_VERSION
 from ...users import User
 from .. import checksums, postform, postpolicy, retention, sigv2, tagging, xml
 from ..auth import ALGORITHM, SERVICE, TERMINATOR, UNSIGNED_PAYLOAD, AuthResult, _signing_key
-from ..authorize import authorize
+from ..authorize import Access, authorize
 from ..context import Context
 from ..errors import S3Error
 from ..middleware import USER
-from .acl import check_canned_acl
+from .acl import object_acl_for_write
 from .objects import attrs_from_headers, check_key
 
 # Who sent a form until its fields say: nobody (the dispatcher's placeholder caller).
@@ -191,12 +191,12 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         ctx.request[USER] = user.display_name
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
-    # Anonymous forms are refused by today's authorisation (a bucket is its owner's alone).
-    authorize(ctx.user, "PostObject", bucket)
+    # The form's signer, or the anonymous caller, as any PutObject is decided.
+    authorize(Access(ctx.user, "PostObject", bucket, key))
 
     headers = _headers(fields)
-    check_canned_acl(headers)
-    attrs = attrs_from_headers(headers)
+    owner, acl = object_acl_for_write(headers, ctx.user, bucket, ctx.users_by_id.__contains__)
+    attrs = replace(attrs_from_headers(headers), owner=owner, acl=acl)
     if "tagging" in fields:  # a <Tagging> document here, not the header's query form
         attrs = replace(
             attrs, tags=tagging.from_xml(fields["tagging"].encode(), tagging.MAX_OBJECT_TAGS)

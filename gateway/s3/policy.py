@@ -1,0 +1,543 @@
+"""Bucket policies: the JSON grammar, its validation and its evaluation. Pure: no request, no
+store (`authorize` builds a `PolicyRequest` and reads the verdict).
+
+The language is IAM's as S3 applies it to a bucket
+(https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements.html and
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html): statements with
+Effect, Principal / NotPrincipal, Action / NotAction, Resource / NotResource and Condition.
+An explicit Deny wins over any Allow; a request no statement matches gets no verdict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import ipaddress
+import json
+import operator
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .errors import S3Error
+
+MAX_POLICY_BYTES = 20 * 1024  # "Bucket policies are limited to 20 KB" (add-bucket-policy.html)
+VERSIONS = ("2012-10-17", "2008-10-17")
+
+# S3's actions (Service Authorization Reference, list_amazons3.html), the ones a bucket
+# policy may name. Unknown names are "Policy has invalid action", as AWS answers.
+_ACTION_NAMES = """
+    AbortMultipartUpload BypassGovernanceRetention CreateBucket DeleteBucket
+    DeleteBucketOwnershipControls DeleteBucketPolicy DeleteBucketWebsite DeleteObject
+    DeleteObjectTagging DeleteObjectVersion DeleteObjectVersionTagging GetAccelerateConfiguration
+    GetAnalyticsConfiguration GetBucketAcl GetBucketCORS GetBucketLocation GetBucketLogging
+    GetBucketNotification GetBucketObjectLockConfiguration GetBucketOwnershipControls
+    GetBucketPolicy GetBucketPolicyStatus GetBucketPublicAccessBlock GetBucketRequestPayment
+    GetBucketTagging GetBucketVersioning GetBucketWebsite GetEncryptionConfiguration
+    GetIntelligentTieringConfiguration GetInventoryConfiguration GetLifecycleConfiguration
+    GetMetricsConfiguration GetObject GetObjectAcl GetObjectAttributes GetObjectLegalHold
+    GetObjectRetention GetObjectTagging GetObjectTorrent GetObjectVersion GetObjectVersionAcl
+    GetObjectVersionAttributes GetObjectVersionForReplication GetObjectVersionTagging
+    GetObjectVersionTorrent GetReplicationConfiguration ListAllMyBuckets ListBucket
+    ListBucketMultipartUploads ListBucketVersions ListMultipartUploadParts
+    PutAccelerateConfiguration
+    PutAnalyticsConfiguration PutBucketAcl PutBucketCORS PutBucketLogging PutBucketNotification
+    PutBucketObjectLockConfiguration PutBucketOwnershipControls PutBucketPolicy
+    PutBucketPublicAccessBlock PutBucketRequestPayment PutBucketTagging PutBucketVersioning
+    PutBucketWebsite PutEncryptionConfiguration PutIntelligentTieringConfiguration
+    PutInventoryConfiguration PutLifecycleConfiguration PutMetricsConfiguration PutObject
+    PutObjectAcl PutObjectLegalHold PutObjectRetention PutObjectTagging PutObjectVersionAcl
+    PutObjectVersionTagging PutReplicationConfiguration ReplicateDelete ReplicateObject
+    ReplicateTags RestoreObject
+"""
+ACTIONS = frozenset("s3:" + name for name in _ACTION_NAMES.split())
+_ACTIONS_LOWER = {a.lower() for a in ACTIONS}
+
+# S3's condition keys (list_amazons3.html); the global aws:* keys are too many to list and
+# any of them is accepted (one this gateway never sets is simply absent).
+_S3_KEY_NAMES = """
+    s3:prefix s3:delimiter s3:max-keys s3:x-amz-acl s3:x-amz-grant-read s3:x-amz-grant-write
+    s3:x-amz-grant-read-acp s3:x-amz-grant-write-acp s3:x-amz-grant-full-control
+    s3:x-amz-copy-source s3:x-amz-metadata-directive s3:x-amz-storage-class
+    s3:x-amz-server-side-encryption s3:x-amz-server-side-encryption-aws-kms-key-id
+    s3:x-amz-server-side-encryption-customer-algorithm s3:x-amz-content-sha256
+    s3:RequestObjectTagKeys s3:VersionId s3:signatureversion s3:authType s3:signatureAge
+    s3:TlsVersion s3:object-lock-mode s3:object-lock-retain-until-date
+    s3:object-lock-remaining-retention-days s3:object-lock-legal-hold s3:LocationConstraint
+    s3:ResourceAccount s3:x-amz-object-ownership s3:DataAccessPointArn
+    s3:AccessPointNetworkOrigin
+    s3:if-match s3:if-none-match
+"""
+S3_KEYS = frozenset(k.lower() for k in _S3_KEY_NAMES.split())
+_TAG_KEY_PREFIXES = ("s3:existingobjecttag/", "s3:requestobjecttag/")
+# Keys whose fixed values make a statement non-public ("The meaning of public",
+# access-control-block-public-access.html).
+_FIXING_KEYS = frozenset(
+    k.lower()
+    for k in (
+        "aws:SourceIp",
+        "aws:SourceArn",
+        "aws:SourceVpc",
+        "aws:SourceVpce",
+        "aws:SourceOwner",
+        "aws:SourceAccount",
+        "aws:userid",
+        "aws:PrincipalOrgID",
+        "aws:PrincipalAccount",
+        "aws:PrincipalArn",
+        "s3:DataAccessPointArn",
+    )
+)
+
+
+class Effect(enum.Enum):
+    ALLOW = "Allow"
+    DENY = "Deny"
+
+
+def malformed(message: str) -> S3Error:
+    return S3Error("MalformedPolicy", message)
+
+
+def wildcard(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
+    """IAM's `*` (any run) and `?` (one character); everything else literal."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(body, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks, as a policy sees them: a user's canonical id, which is also its account id
+    here (None: anonymous)."""
+
+    canonical_id: str | None
+
+
+@dataclass(frozen=True)
+class PolicyRequest:
+    caller: Caller
+    action: str  # "s3:GetObject"
+    resource: str  # "arn:aws:s3:::bucket" or "arn:aws:s3:::bucket/key"
+    # A condition key's values (lower-case key name), None when the request has none.
+    lookup: Callable[[str], list[str] | None]
+
+
+# -- principals ----------------------------------------------------------------------------
+
+_ARN_PRINCIPAL = re.compile(r"arn:aws:iam::([^:]+):(root|user/.+|role/.+)")
+
+
+@dataclass(frozen=True)
+class Principals:
+    """A Principal element: everyone (`*`), or accounts by id (AWS ARNs and canonical ids),
+    or only services (which no request here comes from)."""
+
+    everyone: bool
+    accounts: frozenset[str]
+
+    def match(self, caller: Caller) -> bool:
+        if self.everyone:
+            return True
+        if caller.canonical_id is None:
+            return False
+        return caller.canonical_id in self.accounts
+
+    def fixed(self) -> bool:
+        return not self.everyone
+
+
+def _strings(value: object, what: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise malformed(f"{what} must be a string or a list of strings")
+
+
+def _principals(value: object) -> Principals:
+    if value == "*":
+        return Principals(True, frozenset())
+    if not isinstance(value, dict) or not value:
+        raise malformed("Invalid principal in policy")
+    accounts: set[str] = set()
+    everyone = False
+    for kind, names in value.items():
+        if kind not in ("AWS", "CanonicalUser", "Service", "Federated"):
+            raise malformed("Invalid principal in policy")
+        for name in _strings(names, "Principal"):
+            if kind == "AWS" and name == "*":
+                everyone = True
+            elif kind == "AWS":
+                m = _ARN_PRINCIPAL.fullmatch(name)
+                if m is not None:
+                    # Every user is an account of its own: the ARN's account names it (a
+                    # display name is not unique, so the user/NAME part decides nothing).
+                    accounts.add(m.group(1))
+                elif re.fullmatch(r"[A-Za-z0-9$._-]+", name):
+                    accounts.add(name)  # an account (here: a canonical) id
+                else:
+                    raise malformed("Invalid principal in policy")
+            elif kind == "CanonicalUser":
+                if not re.fullmatch(r"[A-Za-z0-9$._-]+", name):
+                    raise malformed("Invalid principal in policy")
+                accounts.add(name)
+            # Service and Federated principals are valid but no request here is theirs.
+    return Principals(everyone, frozenset(accounts))
+
+
+# -- conditions ----------------------------------------------------------------------------
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _date(text: str) -> float | None:
+    if re.fullmatch(r"[0-9]+", text):
+        return float(text)
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        return None
+
+
+def _compare(
+    parse: Callable[[str], float | None], test: Callable[[float, float], bool]
+) -> Callable[[str, str], bool]:
+    def match(actual: str, wanted: str) -> bool:
+        a, w = parse(actual), parse(wanted)
+        return a is not None and w is not None and test(a, w)
+
+    return match
+
+
+def _ip_in(actual: str, wanted: str) -> bool:
+    net = _network(wanted)
+    try:
+        ip = ipaddress.ip_address(actual)
+    except ValueError:
+        return False
+    return net is not None and ip.version == net.version and ip in net
+
+
+def _like(actual: str, wanted: str) -> bool:
+    return _cached_wildcard(wanted, False).fullmatch(actual) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_wildcard(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    return wildcard(pattern, ignore_case=ignore_case)
+
+
+def _bool(actual: str, wanted: str) -> bool:
+    return actual.lower() == wanted.lower()
+
+
+# operator -> (match of one request value against one policy value, negated)
+_OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+    "StringEquals": (str.__eq__, False),
+    "StringNotEquals": (str.__eq__, True),
+    "StringEqualsIgnoreCase": (lambda a, w: a.lower() == w.lower(), False),
+    "StringNotEqualsIgnoreCase": (lambda a, w: a.lower() == w.lower(), True),
+    "StringLike": (_like, False),
+    "StringNotLike": (_like, True),
+    "Bool": (_bool, False),
+    "BinaryEquals": (str.__eq__, False),
+    "IpAddress": (_ip_in, False),
+    "NotIpAddress": (_ip_in, True),
+    "ArnEquals": (str.__eq__, False),
+    "ArnNotEquals": (str.__eq__, True),
+    "ArnLike": (_like, False),
+    "ArnNotLike": (_like, True),
+}
+_COMPARISONS: dict[str, tuple[Callable[[float, float], bool], bool]] = {
+    "Equals": (operator.eq, False),
+    "NotEquals": (operator.eq, True),
+    "LessThan": (operator.lt, False),
+    "LessThanEquals": (operator.le, False),
+    "GreaterThan": (operator.gt, False),
+    "GreaterThanEquals": (operator.ge, False),
+}
+for _family, _parse in (("Numeric", _number), ("Date", _date)):
+    for _suffix, (_test, _negated) in _COMPARISONS.items():
+        _OPERATORS[_family + _suffix] = (_compare(_parse, _test), _negated)
+_VALUE_CHECKS: dict[str, Callable[[str], object]] = {
+    "Numeric": _number,
+    "Date": _date,
+    "IpAddress": _network,
+    "NotIpAddress": _network,
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    operator: str  # as written, for messages
+    key: str  # lower-case
+    values: tuple[str, ...]
+    match: Callable[[str, str], bool] | None  # None: the Null operator
+    negated: bool
+    if_exists: bool
+    quantifier: str | None  # "ForAnyValue", "ForAllValues" or None
+
+    def holds(self, lookup: Callable[[str], list[str] | None]) -> bool:
+        actual = lookup(self.key)
+        if self.match is None:  # Null: "true" asks for the key's absence
+            absent = actual is None or actual == []
+            return any((v.lower() == "true") == absent for v in self.values)
+        if actual is None:
+            if self.if_exists:
+                return True
+            if self.quantifier == "ForAllValues":
+                return True
+            return self.negated
+        if self.quantifier == "ForAllValues":
+            return all(self._one(a) for a in actual)
+        if self.quantifier == "ForAnyValue":
+            return any(self._one(a) for a in actual)
+        if self.negated:
+            return all(self._one(a) for a in actual)
+        return any(self._one(a) for a in actual)
+
+    def _one(self, actual: str) -> bool:
+        assert self.match is not None
+        hit = any(self.match(actual, wanted) for wanted in self.values)
+        return not hit if self.negated else hit
+
+
+def _condition_key(key: str) -> str:
+    low = key.lower()
+    if low.startswith("aws:") and len(low) > 4:
+        return low
+    if low in S3_KEYS or any(low.startswith(p) and len(low) > len(p) for p in _TAG_KEY_PREFIXES):
+        return low
+    raise malformed("Policy has an invalid condition key")
+
+
+def _conditions(value: object) -> tuple[Condition, ...]:
+    if not isinstance(value, dict):
+        raise malformed("Condition must be an object")
+    out: list[Condition] = []
+    for op_name, block in value.items():
+        name, quantifier = op_name, None
+        if ":" in name:
+            quantifier, _, name = name.partition(":")
+            if quantifier not in ("ForAnyValue", "ForAllValues"):
+                raise malformed(f"Invalid Condition type : {op_name}")
+        if_exists = name.endswith("IfExists")
+        base = name.removesuffix("IfExists")
+        if (base != "Null" and base not in _OPERATORS) or (base == "Null" and if_exists):
+            raise malformed(f"Invalid Condition type : {op_name}")
+        if not isinstance(block, dict) or not block:
+            raise malformed(f"Invalid Condition type : {op_name}")
+        for key, raw in block.items():
+            if isinstance(raw, bool | int | float) and not isinstance(raw, str):
+                raw = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            if isinstance(raw, list):
+                raw = [str(v).lower() if isinstance(v, bool) else str(v) for v in raw]
+            values = _strings(raw, "Condition value")
+            check = next((f for p, f in _VALUE_CHECKS.items() if base.startswith(p)), None)
+            if check is not None and any(check(v) is None for v in values):
+                raise malformed(f"Invalid Condition value for {op_name}: {values[0]}")
+            match, negated = _OPERATORS.get(base, (None, False))
+            out.append(
+                Condition(
+                    op_name,
+                    _condition_key(key),
+                    tuple(values),
+                    match if base != "Null" else None,
+                    negated,
+                    if_exists,
+                    quantifier,
+                )
+            )
+    return tuple(out)
+
+
+# -- statements ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Statement:
+    sid: str | None
+    effect: Effect
+    principals: Principals
+    not_principal: bool
+    actions: tuple[re.Pattern[str], ...]
+    not_action: bool
+    resources: tuple[re.Pattern[str], ...]
+    not_resource: bool
+    conditions: tuple[Condition, ...]
+
+    def applies(self, request: PolicyRequest) -> bool:
+        if self.principals.match(request.caller) == self.not_principal:
+            return False
+        hit = any(p.fullmatch(request.action) for p in self.actions)
+        if hit == self.not_action:
+            return False
+        hit = any(p.fullmatch(request.resource) for p in self.resources)
+        if hit == self.not_resource:
+            return False
+        return all(c.holds(request.lookup) for c in self.conditions)
+
+    def is_public(self) -> bool:
+        if self.effect is not Effect.ALLOW:
+            return False
+        if self.principals.fixed() and not self.not_principal:
+            return False
+        return not any(c.key in _FIXING_KEYS and not c.negated for c in self.conditions)
+
+
+def _pair(doc: dict[str, object], name: str, required: bool = True) -> tuple[object, bool]:
+    """(value, negated) of an element that has a Not form: exactly one of the two."""
+    plain, negated = doc.get(name), doc.get("Not" + name)
+    if plain is not None and negated is not None:
+        raise malformed(f"Statement cannot have both {name} and Not{name}")
+    if plain is None and negated is None:
+        if required:
+            raise malformed(f"Missing required field {name}")
+        return None, False
+    return (plain, False) if plain is not None else (negated, True)
+
+
+def _actions(value: object) -> tuple[re.Pattern[str], ...]:
+    out = []
+    for action in _strings(value, "Action"):
+        if action == "*":
+            action = "s3:*"
+        service, sep, name = action.partition(":")
+        if not sep or service.lower() != "s3" or not name:
+            raise malformed("Policy has invalid action")
+        pattern = wildcard("s3:" + name, ignore_case=True)
+        if "*" not in name and "?" not in name and ("s3:" + name).lower() not in _ACTIONS_LOWER:
+            raise malformed("Policy has invalid action")
+        out.append(pattern)
+    return tuple(out)
+
+
+def _resources(value: object, bucket: str) -> tuple[re.Pattern[str], ...]:
+    out = []
+    for resource in _strings(value, "Resource"):
+        if not resource.startswith("arn:aws:s3:::"):
+            raise malformed("Policy has invalid resource")
+        named = resource[len("arn:aws:s3:::") :].partition("/")[0]
+        if not wildcard(named).fullmatch(bucket):
+            raise malformed("Policy has invalid resource")
+        out.append(wildcard(resource))
+    return tuple(out)
+
+
+def _statement(doc: object, bucket: str) -> Statement:
+    if not isinstance(doc, dict):
+        raise malformed("Statement must be an object")
+    known = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction"}
+    known |= {"Resource", "NotResource", "Condition"}
+    unknown = set(doc) - known
+    if unknown:
+        raise malformed(f"Unknown field {sorted(unknown)[0]}")
+    sid = doc.get("Sid")
+    if sid is not None and not isinstance(sid, str):
+        raise malformed("Sid must be a string")
+    effect_text = doc.get("Effect")
+    if effect_text is None:
+        raise malformed("Missing required field Effect")
+    if effect_text not in ("Allow", "Deny"):
+        raise malformed(f"Invalid effect: {effect_text}")
+    effect = Effect(effect_text)
+    principal, not_principal = _pair(doc, "Principal")
+    if not_principal and effect is Effect.ALLOW:
+        # NotPrincipal is valid only with Deny (reference_policies_elements_notprincipal.html).
+        raise malformed("NotPrincipal is only valid with a Deny effect")
+    action, not_action = _pair(doc, "Action")
+    resource, not_resource = _pair(doc, "Resource")
+    condition = doc.get("Condition")
+    return Statement(
+        sid=sid,
+        effect=effect,
+        principals=_principals(principal),
+        not_principal=not_principal,
+        actions=_actions(action),
+        not_action=not_action,
+        resources=_resources(resource, bucket),
+        not_resource=not_resource,
+        conditions=_conditions(condition) if condition is not None else (),
+    )
+
+
+@dataclass(frozen=True)
+class Policy:
+    statements: tuple[Statement, ...]
+
+    def evaluate(self, request: PolicyRequest) -> Effect | None:
+        """Deny if a Deny statement applies, else Allow if an Allow does, else None."""
+        verdict = None
+        for statement in self.statements:
+            if statement.applies(request):
+                if statement.effect is Effect.DENY:
+                    return Effect.DENY
+                verdict = Effect.ALLOW
+        return verdict
+
+    def is_public(self) -> bool:
+        return any(s.is_public() for s in self.statements)
+
+
+def _no_duplicate_keys(pairs: Iterable[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise malformed(f"Duplicate field {key}")
+        out[key] = value
+    return out
+
+
+def parse(text: str | bytes, bucket: str) -> Policy:
+    """A bucket policy as PutBucketPolicy receives it; MalformedPolicy with AWS's messages."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise malformed("Policies must be valid JSON and the first byte must be '{'") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError):
+        raise malformed("Policies must be valid JSON and the first byte must be '{'") from None
+    if not isinstance(doc, dict):
+        raise malformed("Policies must be valid JSON and the first byte must be '{'")
+    if len(json.dumps(doc, separators=(",", ":"))) > MAX_POLICY_BYTES:
+        raise malformed("Policy exceeds the maximum allowed document size.")
+    unknown = set(doc) - {"Version", "Id", "Statement"}
+    if unknown:
+        raise malformed(f"Unknown field {sorted(unknown)[0]}")
+    version = doc.get("Version")
+    if version is not None and version not in VERSIONS:
+        raise malformed("The policy must contain a valid version string")
+    if "Id" in doc and not isinstance(doc["Id"], str):
+        raise malformed("Id must be a string")
+    statements = doc.get("Statement")
+    if statements is None:
+        raise malformed("Missing required field Statement")
+    if isinstance(statements, dict):
+        statements = [statements]
+    if not isinstance(statements, list) or not statements:
+        raise malformed("Missing required field Statement")
+    return Policy(tuple(_statement(s, bucket) for s in statements))
+
+
+@functools.lru_cache(maxsize=1024)
+def cached(text: str, bucket: str) -> Policy:
+    """A stored (already validated) policy, parsed once per text."""
+    return parse(text, bucket)

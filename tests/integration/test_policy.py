@@ -1,0 +1,228 @@
+"""Bucket policies against the real server: the four operations with AWS's codes, the owner's
+standing right to the policy, the public access block, and conditions on real requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.integration.accounts import (
+    ALT_ID,
+    OWNER_ID,
+    accounts_fixture,
+    error,
+    fails,
+)
+
+aws = accounts_fixture("aws")
+legacy = accounts_fixture("legacy")
+
+
+def policy(bucket: str, *statements: dict) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+def allow(bucket: str, action: str | list[str] = "s3:GetObject", **kw: object) -> dict:
+    return {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": action,
+        "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+        **kw,
+    }
+
+
+def test_policy_operations(legacy):
+    b = legacy.new_bucket()
+    assert fails(legacy.owner.get_bucket_policy, Bucket=b) == ("NoSuchBucketPolicy", 404)
+    assert fails(legacy.owner.get_bucket_policy_status, Bucket=b) == ("NoSuchBucketPolicy", 404)
+    text = policy(b, allow(b))
+    answer = legacy.owner.put_bucket_policy(Bucket=b, Policy=text)
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert json.loads(legacy.owner.get_bucket_policy(Bucket=b)["Policy"]) == json.loads(text)
+    assert legacy.owner.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is True
+    fixed = policy(b, allow(b, Principal={"AWS": f"arn:aws:iam::{ALT_ID}:root"}))
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=fixed)
+    assert legacy.owner.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is False
+    answer = legacy.owner.delete_bucket_policy(Bucket=b)
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 204
+    legacy.owner.delete_bucket_policy(Bucket=b)  # nothing to delete: 204 as well
+    assert fails(legacy.owner.get_bucket_policy, Bucket=b)[0] == "NoSuchBucketPolicy"
+
+
+def test_malformed_policies_change_nothing(legacy):
+    b = legacy.new_bucket()
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, allow(b)))
+    before = legacy.owner.get_bucket_policy(Bucket=b)["Policy"]
+    for text, message in (
+        ("not json", "Policies must be valid JSON and the first byte must be '{'"),
+        ("{}", "Missing required field Statement"),
+        (policy(b, allow("other")), "Policy has invalid resource"),
+        (policy(b, allow(b, "s3:Teleport")), "Policy has invalid action"),
+        (policy(b, {**allow(b), "Effect": "Perhaps"}), "Invalid effect: Perhaps"),
+        (policy(b, *[allow(b, Sid=f"s{i}") for i in range(200)]), None),  # over 20 KB
+    ):
+        try:
+            legacy.owner.put_bucket_policy(Bucket=b, Policy=text)
+        except ClientError as exc:
+            response = exc.response
+            assert response["Error"]["Code"] == "MalformedPolicy"
+            assert response["ResponseMetadata"]["HTTPStatusCode"] == 400
+            if message is not None:
+                assert response["Error"]["Message"] == message
+        else:
+            pytest.fail(f"accepted: {text[:40]}")
+    assert legacy.owner.get_bucket_policy(Bucket=b)["Policy"] == before
+
+
+def test_the_owner_keeps_the_policy_whatever_it_says(legacy):
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"x")
+    deny_all = policy(b, {**allow(b, "s3:*"), "Effect": "Deny"})
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=deny_all)
+    # The Deny binds the owner for everything else...
+    assert error(legacy.owner.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
+    assert error(legacy.owner.list_objects_v2, Bucket=b) == ("AccessDenied", 403)
+    # ...but never locks them out of the policy itself.
+    legacy.owner.get_bucket_policy(Bucket=b)
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=deny_all)
+    legacy.owner.delete_bucket_policy(Bucket=b)
+    assert legacy.owner.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+
+
+def test_other_accounts_and_the_policy(legacy):
+    b = legacy.new_bucket()
+    assert error(legacy.alt.get_bucket_policy, Bucket=b) == ("AccessDenied", 403)
+    grant = allow(b, ["s3:GetBucketPolicy", "s3:PutBucketPolicy"])
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, grant))
+    # Allowed, but not the bucket's account: AWS answers 405.
+    assert error(legacy.alt.get_bucket_policy, Bucket=b) == ("MethodNotAllowed", 405)
+    assert error(legacy.anon.get_bucket_policy, Bucket=b) == ("MethodNotAllowed", 405)
+    assert error(legacy.alt.delete_bucket_policy, Bucket=b) == ("AccessDenied", 403)
+
+
+def test_block_public_policy(aws):
+    b = aws.new_bucket()
+    assert fails(aws.owner.put_bucket_policy, Bucket=b, Policy=policy(b, allow(b))) == (
+        "AccessDenied",
+        403,
+    )
+    assert fails(aws.owner.get_bucket_policy, Bucket=b)[0] == "NoSuchBucketPolicy"
+    # A policy for one account is not public: accepted, and it works on a bucket whose
+    # ACLs are off.
+    aws.owner.put_object(Bucket=b, Key="k", Body=b"x")
+    grant = allow(b, Principal={"AWS": [ALT_ID]})
+    aws.owner.put_bucket_policy(Bucket=b, Policy=policy(b, grant))
+    assert aws.alt.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+    assert error(aws.anon.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
+
+
+def test_restrict_public_buckets(legacy):
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"x")
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, allow(b)))
+    assert legacy.anon.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+    legacy.owner.put_public_access_block(
+        Bucket=b, PublicAccessBlockConfiguration={"RestrictPublicBuckets": True}
+    )
+    assert error(legacy.anon.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
+    assert error(legacy.alt.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
+    assert legacy.owner.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+
+
+def test_conditions_on_real_requests(legacy):
+    b = legacy.new_bucket()
+    for key in ("home/a", "other/b"):
+        legacy.owner.put_object(Bucket=b, Key=key, Body=b"x")
+
+    def put(*statements: dict) -> None:
+        legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, *statements))
+
+    put(allow(b, Condition={"IpAddress": {"aws:SourceIp": "127.0.0.1/32"}}))
+    assert legacy.anon.get_object(Bucket=b, Key="home/a")["Body"].read() == b"x"
+    put(allow(b, Condition={"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}))
+    assert error(legacy.anon.get_object, Bucket=b, Key="home/a") == ("AccessDenied", 403)
+    put(allow(b, Condition={"Bool": {"aws:SecureTransport": "true"}}))
+    assert error(legacy.anon.get_object, Bucket=b, Key="home/a") == ("AccessDenied", 403)
+    # s3:prefix: alt may list home/ and nothing else.
+    put(
+        allow(
+            b,
+            "s3:ListBucket",
+            Principal={"CanonicalUser": ALT_ID},
+            Condition={"StringEquals": {"s3:prefix": "home/"}},
+        )
+    )
+    keys = [o["Key"] for o in legacy.alt.list_objects_v2(Bucket=b, Prefix="home/")["Contents"]]
+    assert keys == ["home/a"]
+    assert error(legacy.alt.list_objects_v2, Bucket=b) == ("AccessDenied", 403)
+    # A Deny on unsigned requests (no s3:authType) binds anonymous callers only.
+    put(
+        allow(b, ["s3:GetObject"]),
+        {
+            **allow(b, "s3:GetObject"),
+            "Effect": "Deny",
+            "Condition": {"Null": {"s3:authType": True}},
+        },
+    )
+    assert error(legacy.anon.get_object, Bucket=b, Key="home/a") == ("AccessDenied", 403)
+    assert legacy.alt.get_object(Bucket=b, Key="home/a")["Body"].read() == b"x"
+
+
+def test_allow_reaches_only_the_bucket_owners_objects(legacy):
+    # "Allow statements in a bucket policy apply only to objects that are owned by the same
+    # bucket-owning account" (troubleshoot-403-errors.html).
+    b = legacy.new_bucket()
+    legacy.owner.put_bucket_acl(Bucket=b, ACL="public-read-write")
+    legacy.alt.put_object(Bucket=b, Key="alts", Body=b"a")
+    legacy.owner.put_object(Bucket=b, Key="owners", Body=b"o")
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, allow(b)))
+    assert legacy.anon.get_object(Bucket=b, Key="owners")["Body"].read() == b"o"
+    assert error(legacy.anon.get_object, Bucket=b, Key="alts") == ("AccessDenied", 403)
+    assert legacy.alt.get_object_acl(Bucket=b, Key="alts")["Owner"]["ID"] == ALT_ID
+    assert legacy.owner.get_bucket_acl(Bucket=b)["Owner"]["ID"] == OWNER_ID
+
+
+def test_a_missing_object_is_404_only_to_who_may_list_it(legacy):
+    # GetObject in the API reference: 404 with s3:ListBucket, 403 without.
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="public/there", Body=b"x")
+    listing = allow(b, "s3:ListBucket", Condition={"StringLike": {"s3:prefix": "public/*"}})
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, listing))
+    assert error(legacy.alt.head_object, Bucket=b, Key="public/missing") == ("404", 404)
+    assert error(legacy.alt.get_object, Bucket=b, Key="public/missing") == ("NoSuchKey", 404)
+    assert error(legacy.alt.head_object, Bucket=b, Key="private/missing") == ("403", 403)
+    # An object that exists stays refused: listing it is not reading it.
+    assert error(legacy.alt.get_object, Bucket=b, Key="public/there") == ("AccessDenied", 403)
+
+
+def test_delete_objects_is_decided_key_by_key(legacy):
+    b = legacy.new_bucket()
+    for key in ("keep/a", "other/b", "other/c"):
+        legacy.owner.put_object(Bucket=b, Key=key, Body=b"x")
+    legacy.owner.put_bucket_policy(
+        Bucket=b,
+        Policy=policy(
+            b,
+            {
+                **allow(b, "s3:DeleteObject"),
+                "Effect": "Deny",
+                "Resource": f"arn:aws:s3:::{b}/keep/*",
+            },
+            allow(b, "s3:DeleteObject", Principal={"AWS": ALT_ID}),
+        ),
+    )
+    answer = legacy.owner.delete_objects(
+        Bucket=b, Delete={"Objects": [{"Key": "keep/a"}, {"Key": "other/b"}]}
+    )
+    assert [d["Key"] for d in answer["Deleted"]] == ["other/b"]
+    assert [(e["Key"], e["Code"]) for e in answer["Errors"]] == [("keep/a", "AccessDenied")]
+    # alt has no WRITE on the bucket, but the policy lets it delete objects.
+    answer = legacy.alt.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "other/c"}]})
+    assert [d["Key"] for d in answer["Deleted"]] == ["other/c"]
+    answer = legacy.anon.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "keep/a"}]})
+    assert [e["Code"] for e in answer["Errors"]] == ["AccessDenied"]
+    listed = legacy.owner.list_objects_v2(Bucket=b)["Contents"]
+    assert [o["Key"] for o in listed] == ["keep/a"]
