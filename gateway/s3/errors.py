@@ -55,6 +55,10 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidBucketName": (400, "The specified bucket is not valid."),
     "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
+    "InvalidEncryptionAlgorithmError": (
+        400,
+        "The Encryption request you specified is not valid. Supported value: AES256.",
+    ),
     "InvalidLocationConstraint": (400, "The specified location-constraint is not valid"),
     "InvalidPart": (
         400,
@@ -73,6 +77,8 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidTag": (400, "The TagKey you have provided is invalid"),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long"),
+    "KMS.DisabledException": (400, "The KMS key is disabled."),
+    "KMS.NotFoundException": (400, "The KMS key does not exist."),
     "MalformedXML": (
         400,
         "The XML you provided was not well-formed or did not validate against our published schema",
@@ -127,6 +133,10 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "Your socket connection to the server was not read from or written to within the "
         "timeout period.",
+    ),
+    "ServerSideEncryptionConfigurationNotFoundError": (
+        404,
+        "The server side encryption configuration was not found",
     ),
     "ServiceUnavailable": (503, "Please reduce your request rate."),
     "SlowDown": (503, "Please reduce your request rate."),

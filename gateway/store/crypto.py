@@ -238,7 +238,7 @@ class Keyring:
         os.replace(root / "master.key.new", root / "master.key")
 
     def rotate(self, root: Path) -> None:
-        """A new master key; keys.json re-wrapped under it."""
+        """A new master key; keys.json re-wrapped under it (see `rotate_master`)."""
         self.master = secrets.token_bytes(KEY_BYTES)
         self.save(root)
 
@@ -275,6 +275,22 @@ class Keyring:
             raise WrongKey(label_of(sealed))
 
         return open_key
+
+
+def rotate_master(root: Path) -> str:
+    """`s3gw keys rotate`: a new master key for the data folder at `root`. The key-encryption
+    keys and KMS key material are re-wrapped; no sealed data key and no blob changes, so a
+    running gateway (which holds the unwrapped keys) carries on. Returns the new key's id."""
+    if not (root / "keys.json").exists():
+        raise FileNotFoundError(f"{root} holds no keys.json")
+    lock = os.open(root / "keys.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ring = _read_or_create(root)
+        ring.rotate(root)
+        return _master_id(ring.master)
+    finally:
+        os.close(lock)
 
 
 def _arn(region: str, key_id: str) -> str:
