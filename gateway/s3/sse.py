@@ -75,9 +75,15 @@ class Requested:
         return replace(attrs, sse=self.headers, sse_key=self.sse_key)
 
     def etag(self, md5_hex: str) -> str:
-        """SSE-C and SSE-KMS ETags are not the MD5 of the data (AWS): a fresh value per
-        write, as AWS's recordings show for one body put three times."""
-        return md5_hex if self.etag_is_md5 else secrets.token_hex(16)
+        """SSE-C and SSE-KMS ETags are not the MD5 of the data (AWS). SSE-KMS: a fresh value
+        per write, as AWS's recordings show for one body put three times; SSE-C: keyed by the
+        customer's key (crypto.customer_etag). `md5_hex` "": no bytes were hashed (a copy that
+        shares them), which only SSE-KMS and the same customer key reach."""
+        if self.etag_is_md5:
+            return md5_hex
+        if self.customer_key is not None and md5_hex:
+            return crypto.customer_etag(self.customer_key, bytes.fromhex(md5_hex))
+        return secrets.token_hex(16)
 
 
 PLAIN = Requested()

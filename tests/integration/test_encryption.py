@@ -248,7 +248,9 @@ def test_sse_c_refused_over_http_by_default(gateway: GatewayProcess, s3: Any, bu
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
 
 
-def test_multipart_sse_c_key_on_every_part(s3e: Any, ebucket: str) -> None:
+def test_multipart_sse_c_key_on_every_part(
+    s3e: Any, ebucket: str, enc_gateway: GatewayProcess
+) -> None:
     parts = [body(5 * 1024 * 1024 + 100), body(1234)]
     up = s3e.create_multipart_upload(Bucket=ebucket, Key="m", **sse_c(KEY_A))
     assert up["SSECustomerAlgorithm"] == "AES256"
@@ -268,13 +270,34 @@ def test_multipart_sse_c_key_on_every_part(s3e: Any, ebucket: str) -> None:
             Bucket=ebucket, Key="m", UploadId=uid, PartNumber=n, Body=data, **sse_c(KEY_A)
         )
         assert r["SSECustomerAlgorithm"] == "AES256"
+        assert r["ETag"] != f'"{hashlib.md5(data).hexdigest()}"'
         done.append({"PartNumber": n, "ETag": r["ETag"]})
+    # The same part sent again keeps its ETag (clients complete with the first one).
+    again = s3e.upload_part(
+        Bucket=ebucket, Key="m", UploadId=uid, PartNumber=2, Body=parts[1], **sse_c(KEY_A)
+    )
+    assert again["ETag"] == done[1]["ETag"]
+    # Complete needs no key, but a wrong one is refused.
+    with pytest.raises(ClientError) as exc:
+        s3e.complete_multipart_upload(
+            Bucket=ebucket, Key="m", UploadId=uid, MultipartUpload={"Parts": done}, **sse_c(KEY_B)
+        )
+    assert code(exc) == (400, "InvalidRequest")
     s3e.complete_multipart_upload(
         Bucket=ebucket, Key="m", UploadId=uid, MultipartUpload={"Parts": done}
     )
     whole = b"".join(parts)
     got = s3e.get_object(Bucket=ebucket, Key="m", **sse_c(KEY_A))
     assert got["Body"].read() == whole
+    with pytest.raises(ClientError) as exc:
+        s3e.get_object_attributes(Bucket=ebucket, Key="m", ObjectAttributes=["ObjectSize"])
+    assert code(exc) == (400, "InvalidRequest")
+    # (botocore does not encode SSE-C keys for GetObjectAttributes: sent by hand.)
+    url = f"{enc_gateway.url}/{ebucket}/m?attributes"
+    asked = {"x-amz-object-attributes": "ObjectSize", **c_headers(KEY_A)}
+    attributes = raw.signed("GET", url, asked)
+    assert attributes.status == 200
+    assert f"<ObjectSize>{len(whole)}</ObjectSize>".encode() in attributes.body
     second = s3e.get_object(Bucket=ebucket, Key="m", PartNumber=2, **sse_c(KEY_A))
     assert second["Body"].read() == parts[1]
     # A range across the parts' boundary (two blobs, two data keys).

@@ -137,6 +137,11 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
         raise S3Error("MalformedXML")
     if any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
         raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    customer_key = sse.request_key(ctx)
+    if customer_key is not None:
+        # Complete needs no key (AWS), but one it is given must be the upload's.
+        upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
+        sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
     def object_checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
         """The object's checksum from its parts' (COMPOSITE or FULL_OBJECT, as the upload
