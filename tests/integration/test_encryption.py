@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -574,3 +575,21 @@ def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(tmp_path: 
     fsck = s3gw("fsck", "--deep")
     assert fsck.returncode == 1
     assert "bkt/k: encrypted bytes fail" in fsck.stdout
+
+
+def test_bench_s3_has_an_encrypted_column() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "bench", "s3", "--servers",
+         "gateway_1_worker,gateway_sse_s3", "--seconds", "0.3", "--repeats", "1",
+         "--large-mib", "8", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["errors"] == []
+    encrypted = result["servers"]["gateway_sse_s3"]["workloads"]
+    assert encrypted["put_c64"]["ops_per_s"] > 0 and encrypted["large_get"]["mib_s"] > 0
+    assert result["ceilings"]["aes_gcm_mib_s"] > 0
+    ratios = {r["key"]: r for r in result["ratios"]}
+    assert ratios["sse_large_put_vs_ceiling"]["value"] is not None
+    assert ratios["sse_put_c64_vs_plain"]["value"] is not None
