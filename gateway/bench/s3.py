@@ -843,6 +843,16 @@ def _ratio(
     return _judged(name, key, value, op, target, note)
 
 
+def _vs_lowest(
+    name: str, key: str, value: float | None, bounds: dict[str, float | None]
+) -> dict[str, Any]:
+    """`value` against the lowest of the ceilings measured among `bounds`."""
+    known = {k: v for k, v in bounds.items() if v}
+    lowest = min(known, key=known.__getitem__) if known else None
+    note = f"the lowest ceiling: {lowest}" if lowest else "no ceiling measured"
+    return _ratio(name, key, value, known.get(lowest) if lowest else None, note)
+
+
 def _judged(
     name: str, key: str, value: float | None, op: str, target: float, note: str
 ) -> dict[str, Any]:
@@ -900,15 +910,12 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
             "write+fsync": ceil.get("fsync_write_mib_s"),
             "aiohttp discard": ceil.get("aiohttp_discard_put_mib_s"),
         }
-        known = {k: v for k, v in bounds.items() if v}
-        lowest = min(known, key=known.__getitem__) if known else None
         ratios.append(
-            _ratio(
+            _vs_lowest(
                 f"{result['config']['large_mib']} MiB PUT {tag} / min(ceilings) MiB/s",
                 "large_put_vs_ceiling",
                 get(one, "large_put", "mib_s"),
-                known.get(lowest) if lowest else None,
-                f"the lowest ceiling: {lowest}" if lowest else "no ceiling measured",
+                bounds,
             )
         )
         ratios.append(
@@ -961,15 +968,12 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
             "AES-GCM": ceil.get("aes_gcm_mib_s"),
             "write+fsync": ceil.get("fsync_write_mib_s"),
         }
-        known = {k: v for k, v in bounds.items() if v}
-        lowest = min(known, key=known.__getitem__) if known else None
         ratios.append(
-            _ratio(
+            _vs_lowest(
                 f"{result['config']['large_mib']} MiB PUT gateway(SSE-S3) / min(ceilings) MiB/s",
                 "sse_large_put_vs_ceiling",
                 get("gateway_sse_s3", "large_put", "mib_s"),
-                known.get(lowest) if lowest else None,
-                f"the lowest ceiling: {lowest}" if lowest else "no ceiling measured",
+                bounds,
             )
         )
         ratios.append(
