@@ -359,6 +359,22 @@ def test_multipart_sse_kms_and_bucket_default(s3e: Any, ebucket: str) -> None:
     assert code(exc) == (400, "InvalidArgument")
 
 
+def test_a_bucket_can_block_sse_c(s3e: Any, ebucket: str, enc_gateway: GatewayProcess) -> None:
+    document = (
+        b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault>"
+        b"<SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault>"
+        b"<BlockedEncryptionTypes><EncryptionType>SSE-C</EncryptionType>"
+        b"</BlockedEncryptionTypes></Rule></ServerSideEncryptionConfiguration>"
+    )
+    assert raw.signed("PUT", f"{enc_gateway.url}/{ebucket}?encryption", body=document).status == 200
+    with pytest.raises(ClientError) as exc:
+        s3e.put_object(Bucket=ebucket, Key="c", Body=b"x", **sse_c(KEY_A))
+    assert code(exc) == (403, "AccessDenied")
+    assert s3e.put_object(Bucket=ebucket, Key="s", Body=b"x")["ServerSideEncryption"] == "AES256"
+    got = raw.signed("GET", f"{enc_gateway.url}/{ebucket}?encryption")
+    assert b"<EncryptionType>SSE-C</EncryptionType>" in got.body
+
+
 # --- copies ------------------------------------------------------------------------------------
 
 
