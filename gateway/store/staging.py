@@ -100,16 +100,26 @@ async def _stage_encrypted(
     size = total = 0
     index = 0  # the next chunk's index in the blob
     writer: BlobWriter | None = None
-    in_flight: asyncio.Future[None] | None = None
+    # One batch being sealed (hashed, then encrypted) while the one before it is written.
+    sealing: asyncio.Future[bytes] | None = None
+    writing: Awaitable[None] | None = None
 
     def seal_batch(data: bytes, first: int) -> bytes:
         for h in hashers:
             h.update(data)
         return data_key.seal(data, first)
 
-    async def seal_and_write(data: bytes, first: int) -> None:
+    async def write_sealed() -> None:
+        """Hand the batch sealed last to the writer, once the one before it is written."""
+        nonlocal sealing, writing
         assert writer is not None
-        await writer.append(await loop.run_in_executor(pool, seal_batch, data, first))
+        if sealing is None:
+            return
+        ciphertext = await sealing
+        sealing = None
+        if writing is not None:
+            await writing
+        writing = writer.append(ciphertext)
 
     try:
         async for chunk in chunks:
@@ -122,9 +132,8 @@ async def _stage_encrypted(
                 size = len(data) - cut
                 if writer is None:
                     writer = blobs.writer()
-                if in_flight is not None:
-                    await in_flight
-                in_flight = asyncio.ensure_future(seal_and_write(data[:cut], index))
+                await write_sealed()
+                sealing = loop.run_in_executor(pool, seal_batch, data[:cut], index)
                 index += cut // CHUNK
                 total += cut
         data = b"".join(batch)
@@ -134,17 +143,17 @@ async def _stage_encrypted(
             return StagedBlob(new_blob_id(), size, md5.digest(), ciphertext, sealed)
         if writer is None:
             writer = blobs.writer()
-        if in_flight is not None:
-            await in_flight
-            in_flight = None
+        await write_sealed()
         last = await loop.run_in_executor(pool, seal_batch, data, index)
+        if writing is not None:
+            await writing
+            writing = None
         await writer.publish(last)
         total += size
         metrics.MD5_BYTES.inc(total)
         return StagedBlob(writer.blob_id, total, md5.digest(), None, sealed)
     except BaseException:
-        if in_flight is not None:
-            in_flight.cancel()
+        # The writer's abort waits for a write in progress; a seal in progress writes nothing.
         if writer is not None:
             writer.abort()
         raise
