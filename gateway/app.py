@@ -12,6 +12,7 @@ from aiohttp import web
 from . import digest, metrics
 from .config import Settings
 from .lifecycle import LifecycleWorker
+from .s3 import sse
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, open_store
 from .store.blobs import FolderInUse, FolderLock
@@ -71,6 +72,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
+    store.keys = sse.load_keyring(settings)
     handler = s3_handler(store, settings, users)
 
     app = web.Application(client_max_size=1024**2)

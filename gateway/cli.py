@@ -59,6 +59,18 @@ def _fsck(args: argparse.Namespace) -> int:
     return 1 if report.damage else 0
 
 
+def _keys(args: argparse.Namespace) -> int:
+    from .store.crypto import rotate_master
+
+    try:
+        new = rotate_master(Path(args.data))
+    except (OSError, ValueError) as exc:
+        print(f"s3gw keys rotate: {exc}", file=sys.stderr)
+        return 2
+    print(f"master key rotated: now {new}; no object was rewritten")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="s3gw", description="An S3-compatible gateway")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -79,8 +91,14 @@ def main(argv: list[str] | None = None) -> None:
     fsck.add_argument(
         "--repair", action="store_true", help="remove orphans and fix reference counts"
     )
+    keys = commands.add_parser("keys", help="encryption keys: `keys rotate` the master key")
+    keys.add_argument("action", choices=["rotate"])
+    keys.add_argument("--data", default=config.env_default("data"), help="data folder")
     bench.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "keys":
+        os.umask(PRIVATE)
+        raise SystemExit(_keys(args))
     if args.command == "fsck":
         os.umask(PRIVATE)
         raise SystemExit(_fsck(args))

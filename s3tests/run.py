@@ -282,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
 
     users = work / "users.toml"
+    # The suite's SSE-KMS tests name the keys testkey-1 and testkey-2 (its defaults), and its
+    # SSE-C tests run over plain HTTP, which AWS (and s3gw by default) refuses.
+    kms_keys = work / "kms.toml"
+    kms_keys.write_text('[[key]]\nid = "testkey-1"\n\n[[key]]\nid = "testkey-2"\n')
     gateway = GatewayProcess(
         work / "data",
         {
@@ -293,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             "S3GW_BUCKET_DEFAULTS": "legacy",
             # Its lifecycle tests count "days" of 10 s (lc_debug_interval, the conf's default).
             "S3GW_LIFECYCLE_DAY": "10",
+            "S3GW_KMS_KEYS": str(kms_keys),
+            "S3GW_SSE_C_OVER_HTTP": "allow",
         },
     )
     conf = work / "s3tests.conf"

@@ -54,7 +54,7 @@ def inspect(data: Path, catalog: str | None = None) -> DataState:
             "UNION ALL SELECT manifest FROM parts"
         )
         for (manifest,) in conn.execute(manifests):
-            references.update(blob for blob, _, _ in json.loads(manifest))
+            references.update(extent[0] for extent in json.loads(manifest))
     finally:
         conn.close()
     blob_files = {p.name for p in (data / "blobs").rglob("*") if p.is_file()}

@@ -128,3 +128,15 @@ def fsync_write_mib_s(folder: Path, mib: int) -> float:
     seconds = time.perf_counter() - start
     path.unlink()
     return mib / seconds
+
+
+def aes_gcm_mib_s(mib: int) -> float:
+    """AES-256-GCM as the gateway's encryption runs it (crypto.py: 64 KiB chunks), one core."""
+    from ..store.crypto import DataKey
+
+    key = DataKey.generate()
+    block = os.urandom(MIB)
+    start = time.perf_counter()
+    for index in range(mib):
+        key.seal(block, index * (MIB // (64 * 1024)))
+    return mib / (time.perf_counter() - start)

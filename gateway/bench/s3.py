@@ -57,11 +57,14 @@ from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 KIB = 1024
 MIB = 1024 * KIB
 
-SERVERS = ("gateway_1_worker", "gateway_2_workers", "SeaweedFS", "moto")
+# gateway_sse_s3: one worker whose buckets encrypt every object with SSE-S3 (their default
+# encryption), beside gateway_1_worker's plain objects.
+SERVERS = ("gateway_1_worker", "gateway_2_workers", "gateway_sse_s3", "SeaweedFS", "moto")
 TRIVIAL = "trivial"
 LABELS = {
     "gateway_1_worker": "gateway 1w",
     "gateway_2_workers": "gateway 2w",
+    "gateway_sse_s3": "gw SSE-S3",
     "SeaweedFS": "SeaweedFS",
     "moto": "moto",
     TRIVIAL: "trivial",
@@ -108,6 +111,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "copy_object_largest_vs_1mib": ("<=", 1.5),
     "upload_part_copy_largest_vs_1mib": ("<=", 1.5),
     "complete_large_vs_small": ("<=", 1.5),
+    # Issue 18: encryption's cost.
+    "sse_large_put_vs_ceiling": (">=", 0.8),
+    "sse_put_c64_vs_plain": (">=", 0.85),
 }
 
 
@@ -310,6 +316,21 @@ def _create_buckets(
             if time.monotonic() > deadline:
                 raise StepError(f"creating bucket {bucket}: {problem}")
             time.sleep(0.3)
+    client.close()
+
+
+_SSE_S3_DEFAULT = (
+    b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault>"
+    b"<SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule>"
+    b"</ServerSideEncryptionConfiguration>"
+)
+
+
+def _encrypt_buckets(server: Server) -> None:
+    """SSE-S3 as both buckets' default encryption: every PUT of the run is encrypted."""
+    client = loadgen.Client(server.signer, timeout=10)
+    for bucket in ("bench", "bench-list"):
+        _check(client.request("PUT", f"/{bucket}?encryption", _SSE_S3_DEFAULT), "encryption")
     client.close()
 
 
@@ -581,6 +602,7 @@ def _measure_ceilings(bench: Bench) -> dict[str, Any]:
         "md5_openssl_mib_s": ceilings.openssl_md5_mib_s(),
         "md5_hashlib_mib_s": ceilings.hashlib_md5_mib_s(bench.large_mib),
         "fsync_write_mib_s": ceilings.fsync_write_mib_s(bench.root, bench.large_mib),
+        "aes_gcm_mib_s": ceilings.aes_gcm_mib_s(bench.large_mib),
     }
 
 
@@ -646,9 +668,11 @@ def _start(name: str, folder: Path, bench: Bench) -> Server | str:
         assert trivial.proc is not None
         return Server(TRIVIAL, trivial.url, trivial.proc.pid, trivial.stop)
     if name.startswith("gateway"):
-        server = _start_gateway(name, 1 if name == "gateway_1_worker" else 2, folder)
+        server = _start_gateway(name, 2 if name == "gateway_2_workers" else 1, folder)
         try:
             _create_buckets(server, seconds=10)
+            if name == "gateway_sse_s3":
+                _encrypt_buckets(server)
         except StepError:
             server.stop()
             raise
@@ -760,7 +784,7 @@ def _summarise(
             continue
         by_workload = bench.samples.get(name, {})
         servers[name] = {"workloads": {w: _aggregate(s) for w, s in by_workload.items()}}
-    ceiling_keys = ("md5_openssl_mib_s", "md5_hashlib_mib_s", "fsync_write_mib_s")
+    ceiling_keys = ("md5_openssl_mib_s", "md5_hashlib_mib_s", "fsync_write_mib_s", "aes_gcm_mib_s")
     measured = {
         key: _median([c[key] for c in bench.ceilings if c.get(key) is not None])
         for key in ceiling_keys
@@ -817,6 +841,16 @@ def _ratio(
     value = numerator / denominator if numerator is not None and denominator else None
     op, target = TARGETS[key]
     return _judged(name, key, value, op, target, note)
+
+
+def _vs_lowest(
+    name: str, key: str, value: float | None, bounds: dict[str, float | None]
+) -> dict[str, Any]:
+    """`value` against the lowest of the ceilings measured among `bounds`."""
+    known = {k: v for k, v in bounds.items() if v}
+    lowest = min(known, key=known.__getitem__) if known else None
+    note = f"the lowest ceiling: {lowest}" if lowest else "no ceiling measured"
+    return _ratio(name, key, value, known.get(lowest) if lowest else None, note)
 
 
 def _judged(
@@ -876,15 +910,12 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
             "write+fsync": ceil.get("fsync_write_mib_s"),
             "aiohttp discard": ceil.get("aiohttp_discard_put_mib_s"),
         }
-        known = {k: v for k, v in bounds.items() if v}
-        lowest = min(known, key=known.__getitem__) if known else None
         ratios.append(
-            _ratio(
+            _vs_lowest(
                 f"{result['config']['large_mib']} MiB PUT {tag} / min(ceilings) MiB/s",
                 "large_put_vs_ceiling",
                 get(one, "large_put", "mib_s"),
-                known.get(lowest) if lowest else None,
-                f"the lowest ceiling: {lowest}" if lowest else "no ceiling measured",
+                bounds,
             )
         )
         ratios.append(
@@ -929,6 +960,28 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{kind}_largest_vs_1mib",
                 get(gw, "copy", f"{kind}_{hi}mib_ms"),
                 get(gw, "copy", f"{kind}_{lo}mib_ms"),
+            )
+        )
+    if "workloads" in result["servers"].get("gateway_sse_s3", {}):
+        bounds = {
+            "MD5 (openssl)": ceil.get("md5_openssl_mib_s"),
+            "AES-GCM": ceil.get("aes_gcm_mib_s"),
+            "write+fsync": ceil.get("fsync_write_mib_s"),
+        }
+        ratios.append(
+            _vs_lowest(
+                f"{result['config']['large_mib']} MiB PUT gateway(SSE-S3) / min(ceilings) MiB/s",
+                "sse_large_put_vs_ceiling",
+                get("gateway_sse_s3", "large_put", "mib_s"),
+                bounds,
+            )
+        )
+        ratios.append(
+            _ratio(
+                "4 KiB PUT c64 gateway(SSE-S3) / gateway(1w) plain ops/s",
+                "sse_put_c64_vs_plain",
+                get("gateway_sse_s3", "put_c64", "ops_per_s"),
+                get("gateway_1_worker", "put_c64", "ops_per_s"),
             )
         )
     large_mib = get(gw, "complete", "large_mib")
@@ -1054,6 +1107,8 @@ def render(result: dict[str, Any]) -> str:
         f"hashlib {mib_s(ceil['md5_hashlib_mib_s'])}",
         f"  write {large} MiB in 1 MiB writes + fsync (same filesystem as the data folders): "
         f"{mib_s(ceil['fsync_write_mib_s'])}",
+        f"  AES-256-GCM in 64 KiB chunks (SSE's encryption, one core): "
+        f"{mib_s(ceil.get('aes_gcm_mib_s'))}",
         f"  trivial aiohttp, 1 process: {large} MiB PUT read and discarded "
         f"{mib_s(ceil['aiohttp_discard_put_mib_s'])}, {large} MiB GET as web.FileResponse "
         f"{mib_s(ceil['aiohttp_file_get_mib_s'])}",

@@ -34,6 +34,7 @@ from .ops import (
     attributes,
     buckets,
     copy,
+    encryption,
     lifecycle,
     listing,
     multipart,
@@ -65,26 +66,20 @@ OPERATIONS: dict[str, Operation] = {
     **lifecycle.OPERATIONS,
     **cors_ops.OPERATIONS,
     **post.OPERATIONS,
+    **encryption.OPERATIONS,
 }
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
 _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
 # that asked for a customer key must not believe it got one).
-_UNSUPPORTED_HEADERS = (
-    "x-amz-server-side-encryption-customer-algorithm",
-    "x-amz-copy-source-server-side-encryption-customer-algorithm",
-    "x-amz-server-side-encryption-aws-kms-key-id",
-)
+# (Server-side encryption headers are all served now: gateway/s3/sse.py.)
+_UNSUPPORTED_HEADERS: tuple[str, ...] = ()
 
 
 def refuse_unsupported(headers: Mapping[str, str]) -> None:
     for name in _UNSUPPORTED_HEADERS:
         if name in headers:
             raise S3Error("NotImplemented", f"{name} is not supported by this gateway")
-    # SSE-S3 (AES256) is what AWS applies to every object anyway; KMS is not available here.
-    sse = headers.get("x-amz-server-side-encryption")
-    if sse is not None and sse != "AES256":
-        raise S3Error("NotImplemented", f"server-side encryption {sse!r} is not supported")
 
 
 def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:

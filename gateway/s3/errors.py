@@ -66,6 +66,10 @@ CODES: dict[str, tuple[int, str]] = {
     "InvalidBucketName": (400, "The specified bucket is not valid."),
     "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
+    "InvalidEncryptionAlgorithmError": (
+        400,
+        "The Encryption request you specified is not valid. Supported value: AES256.",
+    ),
     "InvalidLocationConstraint": (400, "The specified location-constraint is not valid"),
     "InvalidPolicyDocument": (
         400,
@@ -93,6 +97,8 @@ CODES: dict[str, tuple[int, str]] = {
         "The XML you provided was not well-formed or did not validate against our published schema",
     ),
     "MalformedPolicy": (400, "Policies must be valid JSON and the first byte must be '{'"),
+    "KMS.DisabledException": (400, "The KMS key is disabled."),
+    "KMS.NotFoundException": (400, "The KMS key does not exist."),
     "MalformedXML": (
         400,
         "The XML you provided was not well-formed or did not validate against our published schema",
@@ -163,6 +169,10 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "Your socket connection to the server was not read from or written to within the "
         "timeout period.",
+    ),
+    "ServerSideEncryptionConfigurationNotFoundError": (
+        404,
+        "The server side encryption configuration was not found",
     ),
     "ServiceUnavailable": (503, "Please reduce your request rate."),
     "SlowDown": (503, "Please reduce your request rate."),

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import digest
-from . import has_catalog, open_catalog
+from . import crypto, has_catalog, open_catalog
 from .api import BlobStore, Catalog, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
 from .model import NULL_VERSION, Extent, ObjectInfo
+from .reader import decrypted
 from .store import leftover_files
 
 READ_CHUNK = 1 << 20
@@ -45,6 +46,9 @@ class Report:
     wrong_counts: list[tuple[str, int, int]] = field(default_factory=list)  # blob, stored, found
     bad_etags: list[tuple[str, str, str]] = field(default_factory=list)  # owner, stored, actual
     bad_checksums: list[tuple[str, str, str]] = field(default_factory=list)  # likewise
+    bad_ciphertext: list[tuple[str, str]] = field(default_factory=list)  # owner, what failed
+    # Encrypted objects whose bytes only their customer's key opens (SSE-C): not read.
+    customer_keyed: int = 0
     repaired: list[str] = field(default_factory=list)
 
     @property
@@ -59,6 +63,7 @@ class Report:
         out += [f"{o}: extent {e} runs past its blob" for o, e in self.short_extents]
         out += [f"{o}: ETag {s} but bytes hash to {a}" for o, s, a in self.bad_etags]
         out += [f"{o}: checksum {s} but bytes give {a}" for o, s, a in self.bad_checksums]
+        out += [f"{o}: encrypted bytes fail: {w}" for o, w in self.bad_ciphertext]
         return out
 
     def _fixed(self, what: str) -> bool:
@@ -68,6 +73,11 @@ class Report:
         lines = [
             f"checked {self.objects} objects, {self.parts} parts, {self.blobs} blobs",
         ]
+        if self.customer_keyed:
+            lines.append(
+                f"{self.customer_keyed} SSE-C objects or parts not read: only their "
+                "customers' keys open them"
+            )
         lines += [f"repaired: {what}" for what in self.repaired]
         if not self._fixed("leftovers"):
             lines += [f"leftover: orphan blob file {b}" for b in self.orphan_files]
@@ -101,8 +111,11 @@ def check(
         lock.exclusive("fsck", wait=0)
         pool = concurrent.futures.ThreadPoolExecutor(1)
         catalog = open_catalog(root, pool, catalog_url)
+        keys = crypto.Keyring.load(root) if (root / "keys.json").exists() else None
         try:
-            return asyncio.run(_check(catalog, BlobFiles(root, pool), deep, repair, checksum_of))
+            return asyncio.run(
+                _check(catalog, BlobFiles(root, pool), deep, repair, checksum_of, keys)
+            )
         finally:
             catalog.close()
             pool.shutdown()
@@ -116,15 +129,19 @@ async def _check(
     deep: bool,
     repair: bool,
     checksum_of: ChecksumOf | None,
+    keys: crypto.Keyring | None = None,
 ) -> Report:
     report = Report()
     blobs = {row.id: row async for row in catalog.audit.audit_blobs()}
     report.blobs = len(blobs)
     found: Counter[str] = Counter()
+    encrypted: set[str] = set()  # a blob's file holds stored_size(plaintext size) bytes
 
     def walk(owner: str, extents: tuple[Extent, ...]) -> None:
         for e in extents:
             found[e.blob] += 1
+            if e.key is not None:
+                encrypted.add(e.blob)
             known = blobs.get(e.blob)
             if known is None:
                 report.dangling.append((owner, e.blob))
@@ -152,15 +169,16 @@ async def _check(
             actual = blob.size()
         finally:
             blob.close()
-        if actual != row.size:
-            report.wrong_sizes.append((row.id, row.size, actual))
+        expected = crypto.stored_size(row.size) if row.id in encrypted else row.size
+        if actual != expected:
+            report.wrong_sizes.append((row.id, expected, actual))
     report.missing_files.sort()
     report.tmp_files = await files.leftovers()
     report.wrong_counts = sorted(
         (b, row.refs, found[b]) for b, row in blobs.items() if row.refs != found[b]
     )
     if deep:
-        await _check_bytes(catalog, files, report, checksum_of)
+        await _check_bytes(catalog, files, report, checksum_of, keys)
     if repair:
         await _repair(catalog, files, report, leftovers)
     return report
@@ -188,6 +206,7 @@ class _Stored:
     owner: str
     extents: tuple[Extent, ...]
     md5s: list[tuple[str, str]]  # (label, MD5 of all the bytes)
+    customer_keyed: bool  # SSE-C: unreadable here
     multipart_etag: str | None  # `-N`, folded from the MD5 of each run of `part_sizes`
     part_sizes: tuple[int, ...]
     checksums: Mapping[str, str]  # for ChecksumOf
@@ -198,19 +217,23 @@ async def _stored(catalog: Catalog) -> AsyncIterator[_Stored]:
         if obj.delete_marker:
             continue  # no bytes
         owner = _owner(obj)
+        md5_etag = obj.attrs.etag_is_md5
         plain = digest.is_plain(obj.etag)
-        md5s = [(owner, obj.etag)] if plain else []
+        md5s = [(owner, obj.etag)] if plain and md5_etag else []
         if obj.content_md5 is not None:
             md5s.append((f"{owner} (content MD5)", obj.content_md5))
-        multipart = obj.etag if not plain and obj.parts else None
-        yield _Stored(owner, obj.extents, md5s, multipart, obj.parts, obj.attrs.checksums)
+        multipart = obj.etag if not plain and obj.parts and md5_etag else None
+        sse_c = obj.attrs.sse_key is not None
+        yield _Stored(owner, obj.extents, md5s, sse_c, multipart, obj.parts, obj.attrs.checksums)
     async for part, upload in catalog.audit.audit_parts():
         owner = f"upload {part.upload_id} part {part.number}"
         algorithm = upload.attrs.checksums.get("algorithm") if upload else None
         stored = {"algorithm": algorithm, "value": part.checksum} if algorithm else {}
         if part.checksum is None:
             stored = {}
-        yield _Stored(owner, part.extents, [(owner, part.etag)], None, (), stored)
+        md5s = [(owner, part.etag)] if upload is None or upload.attrs.etag_is_md5 else []
+        sse_c = upload is not None and upload.attrs.sse_key is not None
+        yield _Stored(owner, part.extents, md5s, sse_c, None, (), stored)
 
 
 def _owner(obj: ObjectInfo) -> str:
@@ -221,22 +244,36 @@ def _owner(obj: ObjectInfo) -> str:
 
 
 async def _check_bytes(
-    catalog: Catalog, files: BlobStore, report: Report, checksum_of: ChecksumOf | None
+    catalog: Catalog,
+    files: BlobStore,
+    report: Report,
+    checksum_of: ChecksumOf | None,
+    keys: crypto.Keyring | None,
 ) -> None:
     """Read the bytes of every object and pending part once and compare them with what the
     catalog says they hash to: a plain ETag, a remembered content MD5, a multipart object's
     `-N` ETag part by part (a flipped byte in any part's blob changes it), stored checksums."""
+    opener = keys.opener() if keys is not None else None
     async for stored in _stored(catalog):
+        if stored.customer_keyed:
+            report.customer_keyed += 1
+            continue
         whole = digest.md5()
         parts = digest.PartDigests(stored.part_sizes if stored.multipart_etag else (), digest.md5)
         checksum = checksum_of(stored.checksums, stored.part_sizes) if checksum_of else None
         inline = await catalog.reader.read_inline(e.blob for e in stored.extents)
         try:
-            async for chunk in _read(inline, files, stored.extents):
+            async for chunk in _read(inline, files, stored.extents, opener):
                 whole.update(chunk)
                 parts.update(chunk)
                 if checksum:
                     checksum.update(chunk)
+        except crypto.Tampered as exc:
+            report.bad_ciphertext.append((stored.owner, str(exc)))
+            continue
+        except crypto.WrongKey as exc:
+            report.bad_ciphertext.append((stored.owner, f"no key opens its data key ({exc})"))
+            continue
         except OSError:
             continue  # reported already as a missing or short blob
         actual = whole.hexdigest()
@@ -250,11 +287,29 @@ async def _check_bytes(
 
 
 async def _read(
-    inline: Mapping[str, bytes], files: BlobStore, extents: tuple[Extent, ...]
+    inline: Mapping[str, bytes],
+    files: BlobStore,
+    extents: tuple[Extent, ...],
+    opener: Callable[[str], crypto.DataKey] | None,
 ) -> AsyncIterator[bytes]:
     """The bytes of `extents` in chunks of at most READ_CHUNK: memory stays bounded whatever
-    the object's size. Raises OSError if a blob file is missing or short."""
+    the object's size. Raises OSError if a blob file is missing or short; encrypted extents
+    are decrypted, every chunk's tag checked (crypto.Tampered, crypto.WrongKey)."""
     for e in extents:
+        if e.key is not None:
+            if opener is None:
+                raise crypto.WrongKey("the data folder has no keys.json")
+            key = opener(e.key)
+            if e.blob in inline:
+                yield key.open(inline[e.blob], 0)[e.offset : e.offset + e.length]
+                continue
+            blob = await files.open(e.blob)
+            try:
+                async for piece in decrypted(blob, e, key, None):
+                    yield piece
+            finally:
+                blob.close()
+            continue
         if e.blob in inline:
             yield inline[e.blob][e.offset : e.offset + e.length]
             continue

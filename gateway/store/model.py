@@ -16,6 +16,8 @@ class Extent:
     blob: str
     offset: int
     length: int
+    # An encrypted blob's data key, sealed (crypto.py); offsets and lengths are plaintext's.
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,20 @@ class ObjectAttrs:
     # A multipart object's parts' flexible checksums, in part order, when its upload had an
     # algorithm (GetObjectAttributes lists them); empty otherwise.
     part_checksums: tuple[str, ...] = ()
+    # Server-side encryption: the headers that describe it in answers (x-amz-server-side-
+    # encryption, the KMS key's ARN, SSE-C's algorithm and key MD5); empty for a plain object.
+    sse: dict[str, str] = field(default_factory=dict)
+    # SSE-C: a salted HMAC that recognises the customer's key (the key is never stored).
+    sse_key: str | None = None
+
+    @property
+    def etag_is_md5(self) -> bool:
+        """Is the ETag of an object (or part) with these attrs the MD5 of its bytes? Not under
+        SSE-C or SSE-KMS: "The ETag in the response is not the MD5 of the object data"."""
+        return (
+            self.sse.get("x-amz-server-side-encryption", "AES256") == "AES256"
+            and "x-amz-server-side-encryption-customer-algorithm" not in self.sse
+        )
 
 
 @dataclass(frozen=True)
@@ -194,7 +210,7 @@ def slice_extents(extents: tuple[Extent, ...], start: int, length: int) -> tuple
     for e in extents:
         lo, hi = max(start, pos), min(end, pos + e.length)
         if lo < hi:
-            out.append(Extent(e.blob, e.offset + lo - pos, hi - lo))
+            out.append(Extent(e.blob, e.offset + lo - pos, hi - lo, e.key))
         pos += e.length
         if pos >= end:
             break
@@ -212,6 +228,9 @@ class StagedBlob:
     size: int
     md5: bytes
     data: bytes | None = None
+    # Encrypted: the data key, sealed; `data` and the file hold ciphertext, `size` is the
+    # plaintext's.
+    key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import BinaryIO
 
 from .. import digest
 from .api import BlobStore, CatalogReader, OpenBlob
-from .model import ObjectInfo, slice_extents
+from .crypto import CHUNK, SEALED_CHUNK, DataKey
+from .model import Extent, ObjectInfo, slice_extents
 
 # Reads of file blobs for GET.
 READ_CHUNK = 1 << 20
@@ -23,12 +24,31 @@ class ObjectReader:
     """An object's bytes, opened as a snapshot: blobs stay readable even if the object is
     deleted meanwhile (an open blob outlives its release)."""
 
-    def __init__(self, catalog: CatalogReader, blobs: BlobStore, obj: ObjectInfo) -> None:
+    def __init__(
+        self,
+        catalog: CatalogReader,
+        blobs: BlobStore,
+        obj: ObjectInfo,
+        keys: Callable[[str], DataKey] | None = None,
+        pool: concurrent.futures.Executor | None = None,
+    ) -> None:
+        """`keys` opens the sealed data keys of an encrypted object's extents (crypto.WrongKey
+        when it cannot); `pool` decrypts."""
         self.catalog = catalog
         self.blobs = blobs
         self.info = obj
         self.inline: dict[str, bytes] = {}
         self.opened: dict[str, OpenBlob] = {}
+        self.keys = keys
+        self.pool = pool
+        self.data_keys: dict[str, DataKey] = {}
+
+    def _data_key(self, extent: Extent) -> DataKey:
+        assert extent.key is not None and self.keys is not None
+        key = self.data_keys.get(extent.key)
+        if key is None:
+            key = self.data_keys[extent.key] = self.keys(extent.key)
+        return key
 
     async def open(self) -> None:
         """Read the inline bytes and open the blobs (FileNotFoundError if one is gone)."""
@@ -36,6 +56,11 @@ class ObjectReader:
         if not blobs:
             return
         self.inline = await self.catalog.read_inline(blobs)
+        for extent in self.info.extents:
+            if extent.key is not None and extent.blob in self.inline:
+                # Inline ciphertext is at most --inline-max bytes: decrypted whole, once.
+                sealed = self.inline.pop(extent.blob)
+                self.inline[extent.blob] = self._data_key(extent).open(sealed, 0)
         files = blobs - self.inline.keys()
         if len(files) <= EAGER_OPEN:
             for blob in files:
@@ -66,8 +91,8 @@ class ObjectReader:
         """(a file of its own, offset) when the range lies within one blob that has a file: it
         can be sent with sendfile. The caller closes the file."""
         pieces = slice_extents(self.info.extents, start, length)
-        if len(pieces) != 1 or pieces[0].blob in self.inline:
-            return None
+        if len(pieces) != 1 or pieces[0].blob in self.inline or pieces[0].key is not None:
+            return None  # sendfile would send ciphertext
         f = (await self._blob(pieces[0].blob)).file()
         return None if f is None else (f, pieces[0].offset)
 
@@ -79,6 +104,10 @@ class ObjectReader:
                 yield data[offset : offset + count]
                 continue
             blob = await self._blob(extent.blob)
+            if extent.key is not None:
+                async for piece in decrypted(blob, extent, self._data_key(extent), self.pool):
+                    yield piece
+                continue
             while count:
                 piece = await blob.read(offset, min(count, READ_CHUNK))
                 yield piece
@@ -97,3 +126,26 @@ class ObjectReader:
         if hashing is not None:
             await hashing
         return d.digest()
+
+
+async def decrypted(
+    blob: OpenBlob, extent: Extent, key: DataKey, pool: concurrent.futures.Executor | None
+) -> AsyncIterator[bytes]:
+    """The plaintext of an encrypted extent: only the chunks it touches are read and
+    decrypted, READ_CHUNK of plaintext at a time, in `pool` (crypto.Tampered if one fails
+    its tag)."""
+    loop = asyncio.get_running_loop()
+    first = extent.offset // CHUNK
+    end = extent.offset + extent.length
+    last = (end - 1) // CHUNK
+    per_read = READ_CHUNK // CHUNK
+    for index in range(first, last + 1, per_read):
+        count = min(per_read, last + 1 - index)
+        sealed = await blob.read(index * SEALED_CHUNK, count * SEALED_CHUNK)
+        plain = await loop.run_in_executor(pool, key.open, sealed, index)
+        base = index * CHUNK
+        lo = max(extent.offset, base) - base
+        hi = min(end, base + len(plain)) - base
+        if hi < min(end, base + count * CHUNK) - base:
+            raise OSError(errno.EIO, "an encrypted blob is shorter than its extent")
+        yield plain[lo:hi]

@@ -55,6 +55,10 @@ def encode_attrs(attrs: ObjectAttrs) -> str:
         fields["tags"] = attrs.tags
     if attrs.part_checksums:
         fields["part_checksums"] = attrs.part_checksums
+    if attrs.sse:
+        fields["sse"] = attrs.sse
+    if attrs.sse_key is not None:
+        fields["sse_key"] = attrs.sse_key
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -69,15 +73,25 @@ def decode_attrs(text: str) -> ObjectAttrs:
         a.get("acl"),
         tuple((k, v) for k, v in a.get("tags", ())),
         tuple(a.get("part_checksums", ())),
+        a.get("sse", {}),
+        a.get("sse_key"),
     )
 
 
 def encode_manifest(extents: Iterable[Extent]) -> str:
-    return json.dumps([[e.blob, e.offset, e.length] for e in extents], separators=(",", ":"))
+    # An encrypted extent has a fourth element, its sealed data key: plain manifests keep
+    # their three-element form.
+    return json.dumps(
+        [
+            [e.blob, e.offset, e.length] if e.key is None else [e.blob, e.offset, e.length, e.key]
+            for e in extents
+        ],
+        separators=(",", ":"),
+    )
 
 
 def decode_manifest(text: str) -> tuple[Extent, ...]:
-    return tuple(Extent(b, o, n) for b, o, n in json.loads(text))
+    return tuple(Extent(*e) for e in json.loads(text))
 
 
 def encode_lock(lock: ObjectLock) -> str | None:

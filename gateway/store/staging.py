@@ -15,6 +15,7 @@ from collections.abc import AsyncIterable, Awaitable, Sequence
 from .. import digest, metrics
 from .api import BlobStore, BlobWriter
 from .blobs import new_blob_id
+from .crypto import CHUNK, Encryption
 from .model import StagedBlob
 
 BATCH = 1 << 20
@@ -26,9 +27,16 @@ async def stage(
     pool: concurrent.futures.Executor,
     inline_max: int,
     observers: Sequence[digest.Digest] = (),
+    encryption: Encryption | None = None,
 ) -> StagedBlob:
     """Receive a body: hash it (MD5 plus `observers`), make it durable, return the blob. The
-    blob is referenced by nothing until a commit takes it; on failure nothing is left."""
+    blob is referenced by nothing until a commit takes it; on failure nothing is left.
+
+    With `encryption`, the blob gets a new data key and every byte is encrypted before it is
+    written or kept inline (docs/encryption.md): batches are cut at chunk boundaries, and
+    a batch's chunks are sealed in the pool while the next batch is received."""
+    if encryption is not None:
+        return await _stage_encrypted(chunks, blobs, pool, inline_max, observers, encryption)
     md5 = digest.md5()
     hashers = [md5, *observers]
 
@@ -71,6 +79,81 @@ async def stage(
         metrics.MD5_BYTES.inc(total)
         return StagedBlob(writer.blob_id, total, md5.digest())
     except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
+async def _stage_encrypted(
+    chunks: AsyncIterable[bytes],
+    blobs: BlobStore,
+    pool: concurrent.futures.Executor,
+    inline_max: int,
+    observers: Sequence[digest.Digest],
+    encryption: Encryption,
+) -> StagedBlob:
+    md5 = digest.md5()
+    hashers = [md5, *observers]
+    data_key, sealed = encryption.new_key()
+    loop = asyncio.get_running_loop()
+    batch: list[bytes] = []
+    size = total = 0
+    index = 0  # the next chunk's index in the blob
+    writer: BlobWriter | None = None
+    # One batch being sealed (hashed, then encrypted) while the one before it is written.
+    sealing: asyncio.Future[bytes] | None = None
+    writing: Awaitable[None] | None = None
+
+    def seal_batch(data: bytes, first: int) -> bytes:
+        for h in hashers:
+            h.update(data)
+        return data_key.seal(data, first)
+
+    async def write_sealed() -> None:
+        """Hand the batch sealed last to the writer, once the one before it is written."""
+        nonlocal sealing, writing
+        assert writer is not None
+        if sealing is None:
+            return
+        ciphertext = await sealing
+        sealing = None
+        if writing is not None:
+            await writing
+        writing = writer.append(ciphertext)
+
+    try:
+        async for chunk in chunks:
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= BATCH:
+                data = b"".join(batch)
+                cut = len(data) - len(data) % CHUNK  # whole chunks now, the rest later
+                batch = [data[cut:]] if cut < len(data) else []
+                size = len(data) - cut
+                if writer is None:
+                    writer = blobs.writer()
+                await write_sealed()
+                sealing = loop.run_in_executor(pool, seal_batch, data[:cut], index)
+                index += cut // CHUNK
+                total += cut
+        data = b"".join(batch)
+        if writer is None and size <= inline_max:
+            ciphertext = seal_batch(data, 0)
+            metrics.MD5_BYTES.inc(size)
+            return StagedBlob(new_blob_id(), size, md5.digest(), ciphertext, sealed)
+        if writer is None:
+            writer = blobs.writer()
+        await write_sealed()
+        last = await loop.run_in_executor(pool, seal_batch, data, index)
+        if writing is not None:
+            await writing
+            writing = None
+        await writer.publish(last)
+        total += size
+        metrics.MD5_BYTES.inc(total)
+        return StagedBlob(writer.blob_id, total, md5.digest(), None, sealed)
+    except BaseException:
+        # The writer's abort waits for a write in progress; a seal in progress writes nothing.
         if writer is not None:
             writer.abort()
         raise

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from .. import digest, metrics
 from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
-from . import errors, listing, objectlock, staging, versions
+from . import crypto, errors, listing, objectlock, staging, versions
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
 from .model import (
@@ -76,6 +76,9 @@ class Store:
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
         self.files: BlobStore = BlobFiles(root, self.pool)
         self.catalog = catalog(self.pool)
+        # The gateway's own encryption keys (crypto.Keyring), loaded by whoever serves
+        # encrypted objects (app.py, fsck, `s3gw keys`); None: encryption is unavailable.
+        self.keys: crypto.Keyring | None = None
         self._read: CatalogReader = self.catalog.reader
         # Frees of released blobs under way: they finish whatever becomes of their request.
         self._freeing: set[asyncio.Task[None]] = set()
@@ -301,11 +304,17 @@ class Store:
     # --- writing objects -----------------------------------------------------------------------
 
     async def stage(
-        self, chunks: AsyncIterable[bytes], observers: Sequence[digest.Digest] = ()
+        self,
+        chunks: AsyncIterable[bytes],
+        observers: Sequence[digest.Digest] = (),
+        encryption: crypto.Encryption | None = None,
     ) -> StagedBlob:
-        """Receive a body: hash it (MD5 plus `observers`), make it durable, return the blob
-        (staging.py). It is referenced by nothing until a commit; `discard` drops it."""
-        return await staging.stage(chunks, self.files, self.pool, self.inline_max, observers)
+        """Receive a body: hash it (MD5 plus `observers`), make it durable, encrypted with
+        `encryption` if given, and return the blob (staging.py). It is referenced by nothing
+        until a commit; `discard` drops it."""
+        return await staging.stage(
+            chunks, self.files, self.pool, self.inline_max, observers, encryption
+        )
 
     async def discard(self, blob: StagedBlob) -> None:
         """Drop a staged blob that will not be committed (its request failed a check)."""
@@ -320,19 +329,22 @@ class Store:
         attrs: ObjectAttrs,
         condition: WriteCondition | None = None,
         lock: ObjectLock = NO_LOCK,
+        etag: str | None = None,
+        keep_md5: bool = True,
     ) -> ObjectInfo:
         """Commit a staged blob as the object `bucket/key`: its latest version, with the Object
-        Lock asked for (or the bucket's default)."""
-        etag = blob.md5.hex()
+        Lock asked for (or the bucket's default). The ETag is the MD5 of the bytes unless
+        `etag` says otherwise (SSE-C, SSE-KMS); `keep_md5` False keeps no MD5 of them (SSE-C)."""
+        md5 = blob.md5.hex()
         obj = ObjectInfo(
             bucket=bucket,
             key=key,
             size=blob.size,
-            etag=etag,
+            etag=etag or md5,
             mtime_ns=0,
             attrs=attrs,
-            extents=(Extent(blob.id, 0, blob.size),) if blob.size else (),
-            content_md5=etag,
+            extents=(Extent(blob.id, 0, blob.size, blob.key),) if blob.size else (),
+            content_md5=md5 if keep_md5 else None,
             lock=lock,
         )
         staged = [] if blob.data is not None else [blob.id]
@@ -488,6 +500,8 @@ class Store:
         etag: str,
         learnt_md5: str | None = None,
         lock: ObjectLock = NO_LOCK,
+        rewrap: crypto.Encryption | None = None,
+        content_md5: str | None = None,
     ) -> ObjectInfo:
         """A new object over the source's extents: metadata only, whatever the size. It does
         not take the source's Object Lock: `lock` (or the bucket's default) applies.
@@ -495,7 +509,11 @@ class Store:
         `source` is the version the caller checked (conditions, ETag); if the source changed
         before the commit, SourceChanged is raised and the caller starts again. `learnt_md5`,
         when the caller hashed a multipart source, is remembered on it for the next copy.
+        `rewrap`: the destination's encryption, under which the source's data keys are
+        wrapped again (the blobs are still shared); `content_md5`: the bytes' MD5 when the
+        ETag is not it ("" when none is to be kept).
         """
+        extents = source.extents if rewrap is None else self.rewrap(source.extents, rewrap)
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             await _require_unchanged(tx, source)
@@ -508,20 +526,47 @@ class Store:
                 etag=etag,
                 mtime_ns=time.time_ns(),
                 attrs=attrs,
-                extents=source.extents,
-                content_md5=etag,
+                extents=extents,
+                content_md5=etag if content_md5 is None else content_md5 or None,
                 lock=lock,
             )
             return await self._put(tx, obj, [])
 
         return await self._write(commit)
 
+    def rewrap(
+        self, extents: tuple[Extent, ...], encryption: crypto.Encryption
+    ) -> tuple[Extent, ...]:
+        """The extents with each data key wrapped under `encryption` (server-managed keys
+        only: docs/encryption.md says why a customer's key is never re-wrapped)."""
+        assert self.keys is not None
+        opener = self.keys.opener()
+        done: dict[str, str] = {}
+        out = []
+        for e in extents:
+            if e.key is None or crypto.label_of(e.key) == encryption.label:
+                out.append(e)
+                continue
+            if e.key not in done:
+                done[e.key] = encryption.seal(opener(e.key))
+            out.append(replace(e, key=done[e.key]))
+        return tuple(out)
+
+    def reader(self, obj: ObjectInfo, customer_key: bytes | None = None) -> ObjectReader:
+        """A reader of `obj`'s bytes, not opened yet (`customer_key`: an SSE-C object's)."""
+        keys = self.keys.opener(customer_key) if self.keys is not None else None
+        return ObjectReader(self._read, self.files, obj, keys, self.pool)
+
     async def content_md5(
-        self, obj: ObjectInfo, start: int = 0, length: int | None = None
+        self,
+        obj: ObjectInfo,
+        start: int = 0,
+        length: int | None = None,
+        customer_key: bytes | None = None,
     ) -> bytes:
         """The MD5 of (a range of) an object's bytes, read and hashed off the event loop."""
         length = obj.size - start if length is None else length
-        reader = ObjectReader(self._read, self.files, obj)
+        reader = self.reader(obj, customer_key)
         try:
             await reader.open()
         except FileNotFoundError as exc:
@@ -559,15 +604,21 @@ class Store:
         return await _upload(self._read, upload_id, bucket, key)
 
     async def upload_part(
-        self, upload: Upload, number: int, blob: StagedBlob, checksum: str | None = None
+        self,
+        upload: Upload,
+        number: int,
+        blob: StagedBlob,
+        checksum: str | None = None,
+        etag: str | None = None,
     ) -> Part:
+        """A part from a staged blob; its ETag is the blob's MD5 unless `etag` is given."""
         part = Part(
             upload.id,
             number,
             blob.size,
-            blob.md5.hex(),
+            etag or blob.md5.hex(),
             0,
-            (Extent(blob.id, 0, blob.size),) if blob.size else (),
+            (Extent(blob.id, 0, blob.size, blob.key),) if blob.size else (),
             checksum,
         )
 
@@ -588,8 +639,13 @@ class Store:
         length: int,
         etag: str,
         learnt_md5: str | None = None,
+        rewrap: crypto.Encryption | None = None,
     ) -> Part:
-        """A part over a slice of the source's extents: the bytes are not copied."""
+        """A part over a slice of the source's extents: the bytes are not copied (`rewrap`:
+        as in copy_object)."""
+        extents = slice_extents(source.extents, start, length)
+        if rewrap is not None:
+            extents = self.rewrap(extents, rewrap)
 
         async def commit(tx: CatalogTx) -> Part:
             await _upload(tx, upload.id, upload.bucket, upload.key)
@@ -602,7 +658,7 @@ class Store:
                 length,
                 etag,
                 time.time_ns(),
-                slice_extents(source.extents, start, length),
+                extents,
             )
             await _put_part(tx, part, [])
             return part
@@ -726,12 +782,19 @@ class Store:
         return await _lookup(self._read, bucket, key, version_id)
 
     async def open_object(
-        self, bucket: str, key: str, version_id: str | None = None
+        self,
+        bucket: str,
+        key: str,
+        version_id: str | None = None,
+        check: Callable[[ObjectInfo], bytes | None] | None = None,
     ) -> ObjectReader:
-        """Look an object up and open what its bytes need, as one consistent snapshot."""
+        """Look an object up and open what its bytes need, as one consistent snapshot.
+        `check` judges the version before anything is read (an SSE-C request's key) and gives
+        the customer key its data keys need."""
         for _attempt in range(5):
             obj = await self.head_object(bucket, key, version_id)
-            reader = ObjectReader(self._read, self.files, obj)
+            customer_key = check(obj) if check is not None else None
+            reader = self.reader(obj, customer_key)
             try:
                 await reader.open()
             except FileNotFoundError:

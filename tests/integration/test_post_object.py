@@ -365,3 +365,23 @@ def test_a_tagging_field_tags_the_object(s3, s3v4, bucket):
     reply = post(signed["url"], form_of(signed, b"body"))
     assert reply.status == 400 and b"MalformedXML" in reply.body
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["tagged"]
+
+
+def test_forms_are_encrypted_as_puts_are(s3, s3v4, bucket):
+    fields = {"x-amz-server-side-encryption": "AES256"}
+    signed = presigned(s3v4, bucket, "sse", fields, [fields])
+    reply = post(signed["url"], form_of(signed, b"secret body"))
+    assert reply.status == 204, reply.body
+    assert reply.headers["x-amz-server-side-encryption"] == "AES256"
+    assert s3.head_object(Bucket=bucket, Key="sse")["ServerSideEncryption"] == "AES256"
+    # The bucket's default applies to a form that asks nothing.
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    signed = presigned(s3v4, bucket, "default")
+    assert post(signed["url"], form_of(signed, b"body")).status == 204
+    got = s3.get_object(Bucket=bucket, Key="default")
+    assert got["ServerSideEncryption"] == "AES256" and got["Body"].read() == b"body"

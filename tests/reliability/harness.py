@@ -358,7 +358,7 @@ def disk_usage(data: Path) -> tuple[int, int]:
             "UNION ALL SELECT manifest FROM parts"
         )
         for (manifest,) in conn.execute(manifests):
-            referenced.update(blob for blob, _, _ in json.loads(manifest))
+            referenced.update(extent[0] for extent in json.loads(manifest))
     finally:
         conn.close()
     on_disk = sum(p.stat().st_size for p in (data / "blobs").rglob("*") if p.is_file())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ...store.model import ObjectInfo
-from .. import checksums, xml
+from .. import checksums, sse, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .multipart import checksum_nodes
@@ -39,6 +39,7 @@ def requested(value: str | None) -> set[str]:
 async def get_object_attributes(ctx: Context) -> web.StreamResponse:
     names = requested(ctx.headers.get("x-amz-object-attributes"))
     obj = await ctx.store.head_object(ctx.bucket, check_key(ctx.key), version_param(ctx))
+    sse.read_key(ctx, obj.attrs)  # an SSE-C object's attributes need its key, as its GET
     nodes: list[xml.Node] = []
     if "ETag" in names:
         nodes.append(("ETag", obj.etag))  # unquoted, as AWS sends it here

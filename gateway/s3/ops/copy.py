@@ -16,15 +16,16 @@ from aiohttp import web
 
 from ... import digest, metrics
 from ...limits import MAX_COPY_SIZE
-from ...store import ObjectInfo
+from ...store import ObjectAttrs, ObjectInfo, StagedBlob, crypto
 from ...store.errors import SourceChanged
-from ...store.model import NULL_VERSION
+from ...store.model import NULL_VERSION, ObjectLock
 from ...store.versions import DeleteMarker
-from .. import conditions, retention, tagging, xml
+from .. import conditions, retention, sse, tagging, xml
 from ..authorize import authorize_read, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
+from .multipart import part_encryption
 from .objects import attrs_from_headers, check_key, check_version_id, part_number
 
 ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
@@ -96,15 +97,96 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
     return obj, ({"x-amz-copy-source-version-id": obj.version_id} if named else {})
 
 
-async def _whole_md5(ctx: Context, source: ObjectInfo) -> tuple[str, str | None]:
+def _known_md5(source: ObjectInfo) -> str | None:
+    """The MD5 of the source's bytes if the catalog has it (SSE-C and SSE-KMS ETags are not
+    MD5s: only a remembered content MD5 counts for them)."""
+    if digest.is_plain(source.etag) and source.attrs.etag_is_md5:
+        return source.etag
+    return source.content_md5
+
+
+async def _whole_md5(
+    ctx: Context, source: ObjectInfo, source_key: bytes | None
+) -> tuple[str, str | None]:
     """(MD5 of the source's bytes, the MD5 if it had to be computed, to remember)."""
-    known = source.etag if digest.is_plain(source.etag) else source.content_md5
+    known = _known_md5(source)
     if known:
         metrics.COPY_ETAGS.labels("reused").inc()
         return known, None
-    computed = (await ctx.store.content_md5(source)).hex()
+    computed = (await ctx.store.content_md5(source, customer_key=source_key)).hex()
     metrics.COPY_ETAGS.labels("computed").inc()
-    return computed, computed
+    # An SSE-C object keeps no MD5 of its bytes (docs/encryption.md).
+    return computed, computed if source.attrs.sse_key is None else None
+
+
+def _reuses_ciphertext(source: ObjectInfo, dest: sse.Requested) -> bool:
+    """Can the destination share the source's blobs (metadata only)? Plain to plain; server-
+    managed keys on both sides (the data keys are wrapped again); the same customer key on
+    both sides. Anything else is re-encrypted (docs/encryption.md, "Copies")."""
+    if not source.extents:
+        return True
+    source_customer = source.attrs.sse_key is not None
+    source_plain = not source.attrs.sse
+    if dest.encryption is None:
+        return source_plain
+    if dest.server_managed:
+        return not source_plain and not source_customer
+    assert dest.customer_key is not None
+    return source_customer and crypto.fingerprint_matches(
+        dest.customer_key, source.attrs.sse_key or ""
+    )
+
+
+async def _reencrypt(
+    ctx: Context,
+    source: ObjectInfo,
+    source_key: bytes | None,
+    start: int,
+    length: int,
+    dest: sse.Requested,
+) -> StagedBlob:
+    """Stream the source's plaintext (a range of it) through a new blob under `dest`."""
+    reader = ctx.store.reader(source, source_key)
+    try:
+        try:
+            await reader.open()
+        except FileNotFoundError as exc:
+            raise SourceChanged() from exc
+        return await ctx.store.stage(reader.chunks(start, length), (), dest.encryption)
+    finally:
+        reader.close()
+
+
+async def _copy_object(
+    ctx: Context,
+    source: ObjectInfo,
+    source_key: bytes | None,
+    key: str,
+    attrs: ObjectAttrs,
+    lock: ObjectLock,
+    dest: sse.Requested,
+) -> ObjectInfo:
+    if not _reuses_ciphertext(source, dest):
+        blob = await _reencrypt(ctx, source, source_key, 0, source.size, dest)
+        return await ctx.store.put_object(
+            ctx.bucket,
+            key,
+            blob,
+            attrs,
+            lock=lock,
+            etag=dest.etag(blob.md5.hex()),
+            keep_md5=dest.sse_key is None,
+        )
+    rewrap = dest.encryption if dest.server_managed else None
+    if dest.etag_is_md5:
+        etag, learnt = await _whole_md5(ctx, source, source_key)
+        content_md5 = None
+    else:
+        etag, learnt = dest.etag(""), None
+        content_md5 = (_known_md5(source) or "") if dest.sse_key is None else ""
+    return await ctx.store.copy_object(
+        source, ctx.bucket, key, attrs, etag, learnt, lock, rewrap, content_md5
+    )
 
 
 def _result(root: str, etag: str, mtime_ns: int, headers: dict[str, str]) -> web.Response:
@@ -128,8 +210,10 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     new_tags = tagging.from_header(ctx.headers.get("x-amz-tagging"))
     # A copy never takes the source's lock: what the request asks for, or the bucket default.
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
+    dest = sse.requested(ctx)
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
+        source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         if source.size > MAX_COPY_SIZE:
             raise S3Error(
                 "InvalidRequest",
@@ -158,13 +242,16 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
             attrs, tags=new_tags if tagging_directive == "REPLACE" else source.attrs.tags
         )
         attrs = ctx.with_acl(attrs)
-        etag, learnt = await _whole_md5(ctx, source)
+        # The destination's encryption is the request's (or its bucket's default), never
+        # the source's.
+        attrs = dest.attrs(attrs)
         try:
-            obj = await ctx.store.copy_object(source, ctx.bucket, key, attrs, etag, learnt, lock)
+            obj = await _copy_object(ctx, source, source_key, key, attrs, lock, dest)
         except SourceChanged:
             continue
         if obj.version_id != NULL_VERSION:
             answer["x-amz-version-id"] = obj.version_id
+        answer.update(sse.echo(obj.attrs, context=True))
         return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer)
     raise S3Error("SlowDown")
 
@@ -200,8 +287,10 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     number = part_number(ctx)
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
+    dest = part_encryption(ctx, upload)
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
+        source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
         if length > MAX_COPY_SIZE:
             raise S3Error(
@@ -209,15 +298,26 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
                 "The specified copy source is larger than the maximum allowable size for a "
                 f"copy source: {MAX_COPY_SIZE}",
             )
-        learnt = None
-        if (start, length) == (0, source.size):
-            etag, learnt = await _whole_md5(ctx, source)
-        else:
-            # The part's ETag is the MD5 of the copied range: read, but never written.
-            etag = (await ctx.store.content_md5(source, start, length)).hex()
+        answer.update(sse.echo(upload.attrs))
         try:
+            if not _reuses_ciphertext(source, dest):
+                blob = await _reencrypt(ctx, source, source_key, start, length, dest)
+                part = await ctx.store.upload_part(
+                    upload, number, blob, None, dest.etag(blob.md5.hex())
+                )
+                return _result("CopyPartResult", part.etag, part.mtime_ns, answer)
+            learnt = None
+            if not dest.etag_is_md5:
+                etag = dest.etag("")
+            elif (start, length) == (0, source.size):
+                etag, learnt = await _whole_md5(ctx, source, source_key)
+            else:
+                # The part's ETag is the MD5 of the copied range: read, but never written.
+                md5 = await ctx.store.content_md5(source, start, length, source_key)
+                etag = md5.hex()
+            rewrap = dest.encryption if dest.server_managed else None
             part = await ctx.store.upload_part_copy(
-                upload, number, source, start, length, etag, learnt
+                upload, number, source, start, length, etag, learnt, rewrap
             )
         except SourceChanged:
             continue

@@ -12,7 +12,7 @@ from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_SIZE
 from ...store import Part, Upload
 from ...store.model import NULL_VERSION
-from .. import checksums, retention, xml
+from .. import checksums, retention, sse, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .listing import encoder, max_count
@@ -57,10 +57,12 @@ def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
 async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     spec = _upload_checksum(ctx.headers)
-    attrs = ctx.with_acl(replace(attrs_from_headers(ctx.headers), checksums=spec))
+    # The upload's encryption, which every part takes (an SSE-C part brings the same key).
+    encryption = sse.requested(ctx)
+    attrs = encryption.attrs(ctx.with_acl(replace(attrs_from_headers(ctx.headers), checksums=spec)))
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     upload = await ctx.store.create_upload(ctx.bucket, key, ctx.user.canonical_id, attrs, lock)
-    headers = {}
+    headers = sse.echo(upload.attrs, context=True)
     if spec:
         headers = {
             "x-amz-checksum-algorithm": spec["algorithm"],
@@ -72,6 +74,11 @@ async def create_multipart_upload(ctx: Context) -> web.StreamResponse:
     )
     response.headers.update(headers)
     return response
+
+
+def part_encryption(ctx: Context, upload: Upload) -> sse.Requested:
+    """How a part of `upload` is encrypted (UploadPart, UploadPartCopy)."""
+    return sse.for_upload(upload.attrs, ctx.store.keys, sse.request_key(ctx))
 
 
 def _algorithm(upload: Upload) -> checksums.Algorithm | None:
@@ -95,13 +102,20 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
             f"Checksum Type mismatch occurred, expected checksum Type: "
             f"{expected.name.lower()}, actual checksum Type: {sent.algorithm.name.lower()}",
         )
-    blob = await stage_body(ctx, expected_md5)
+    encryption = part_encryption(ctx, upload)
+    blob = await stage_body(ctx, expected_md5, encryption)
     part = await ctx.store.upload_part(
-        upload, number, blob, ctx.payload.checksum_value if expected is not None else None
+        upload,
+        number,
+        blob,
+        ctx.payload.checksum_value if expected is not None else None,
+        encryption.etag(blob.md5.hex()),
     )
     checksum = ctx.payload.checksum_headers()
     checksum.pop("x-amz-checksum-type", None)
-    return web.Response(headers={"ETag": digest.quote(part.etag), **checksum})
+    return web.Response(
+        headers={"ETag": digest.quote(part.etag), **checksum, **sse.echo(upload.attrs)}
+    )
 
 
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
@@ -123,6 +137,11 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
         raise S3Error("MalformedXML")
     if any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
         raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    customer_key = sse.request_key(ctx)
+    if customer_key is not None:
+        # Complete needs no key (AWS), but one it is given must be the upload's.
+        upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
+        sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
     def object_checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
         """The object's checksum from its parts' (COMPOSITE or FULL_OBJECT, as the upload
@@ -173,6 +192,8 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     )
     if obj.version_id != NULL_VERSION:  # none for a null version, as PutObject
         response.headers["x-amz-version-id"] = obj.version_id
+    # Complete carries no key; the answer names the encryption, SSE-C's key MD5 included.
+    response.headers.update(sse.echo(obj.attrs))
     return response
 
 

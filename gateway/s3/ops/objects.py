@@ -28,7 +28,7 @@ from ...store import (
 )
 from ...store.model import NULL_VERSION, Deleted
 from ...store.versions import DeleteMarker, is_version_id
-from .. import checksums, conditions, lifecycle, retention, tagging, xml
+from .. import checksums, conditions, lifecycle, retention, sse, tagging, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import REQUEST_ID
@@ -303,10 +303,13 @@ _NOT_MODIFIED_HEADERS = ("ETag", "Last-Modified", "x-amz-version-id")
 # --- PutObject ---------------------------------------------------------------------------------
 
 
-async def stage_body(ctx: Context, expected_md5: bytes | None) -> StagedBlob:
-    """Receive the request body into a staged blob, checked against its signed SHA-256 and
-    its Content-MD5: a body that fails either is dropped before anything refers to it."""
-    blob = await ctx.store.stage(ctx.payload.chunks(), ctx.payload.observers)
+async def stage_body(
+    ctx: Context, expected_md5: bytes | None, encryption: sse.Requested = sse.PLAIN
+) -> StagedBlob:
+    """Receive the request body into a staged blob (encrypted as `encryption` says), checked
+    against its signed SHA-256 and its Content-MD5: a body that fails either is dropped before
+    anything refers to it."""
+    blob = await ctx.store.stage(ctx.payload.chunks(), ctx.payload.observers, encryption.encryption)
     try:
         ctx.payload.verify()
         if expected_md5 is not None and expected_md5 != blob.md5:
@@ -342,14 +345,31 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     retention.require_integrity(ctx.headers, ctx.bucket_record, lock, "Put Object")
     ctx.payload.require_length(ctx.settings.max_object_size)
-    blob = await stage_body(ctx, expected_md5)
+    encryption = sse.requested(ctx)
+    blob = await stage_body(ctx, expected_md5, encryption)
     checksum = ctx.payload.checksum_headers()
-    attrs = ctx.with_acl(replace(attrs, headers=headers, checksums=checksum))
-    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, condition, lock)
+    attrs = encryption.attrs(ctx.with_acl(replace(attrs, headers=headers, checksums=checksum)))
+    obj = await ctx.store.put_object(
+        ctx.bucket,
+        key,
+        blob,
+        attrs,
+        condition,
+        lock,
+        etag=encryption.etag(blob.md5.hex()),
+        keep_md5=encryption.sse_key is None,
+    )
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
     made.update(expiration_header(ctx, obj))
-    return web.Response(headers={"ETag": digest.quote(obj.etag), **checksum, **made})
+    return web.Response(
+        headers={
+            "ETag": digest.quote(obj.etag),
+            **checksum,
+            **made,
+            **sse.echo(obj.attrs, context=True),
+        }
+    )
 
 
 # --- GetObject / HeadObject ----------------------------------------------------------------------
@@ -358,7 +378,9 @@ async def put_object(ctx: Context) -> web.StreamResponse:
 async def get_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     try:
-        reader = await ctx.store.open_object(ctx.bucket, key, version_id)
+        reader = await ctx.store.open_object(
+            ctx.bucket, key, version_id, lambda obj: sse.read_key(ctx, obj.attrs)
+        )
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
     try:
@@ -373,6 +395,7 @@ async def head_object(ctx: Context) -> web.StreamResponse:
         obj = await ctx.store.head_object(ctx.bucket, key, version_id)
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
+    sse.read_key(ctx, obj.attrs)
     return await _send_object(ctx, None, obj)
 
 
@@ -387,6 +410,7 @@ async def _send_object(
     headers.update(version_headers(ctx, obj))
     headers.update(retention.lock_headers(obj))
     headers.update(expiration_header(ctx, obj))
+    headers.update(sse.echo(obj.attrs))
     if not conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns):
         return web.Response(
             status=304,

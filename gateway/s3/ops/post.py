@@ -24,7 +24,7 @@ from multidict import CIMultiDict
 from ... import digest
 from ...store.model import NULL_VERSION
 from ...users import User
-from .. import checksums, postform, postpolicy, retention, sigv2, tagging, xml
+from .. import checksums, postform, postpolicy, retention, sigv2, sse, tagging, xml
 from ..auth import ALGORITHM, SERVICE, TERMINATOR, UNSIGNED_PAYLOAD, AuthResult, _signing_key
 from ..authorize import Access, authorize
 from ..context import Context
@@ -208,8 +208,18 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     maximum = (
         ctx.settings.max_object_size if high is None else min(high, ctx.settings.max_object_size)
     )
+    # Encrypted as a PUT with the same fields would be (or by the bucket's default).
+    encryption = sse.for_write(
+        headers,
+        bucket.settings,
+        ctx.store.keys,
+        ctx.request.secure,
+        ctx.settings.sse_c_over_http == "allow",
+    )
     blob = await ctx.store.stage(
-        _sized(reader.file_chunks(), maximum), [computed] if computed else []
+        _sized(reader.file_chunks(), maximum),
+        [computed] if computed else [],
+        encryption.encryption,
     )
     stored: dict[str, str] = {}
     try:
@@ -224,11 +234,20 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     except BaseException:
         await ctx.store.discard(blob)
         raise
-    attrs = replace(attrs, checksums=stored)
-    obj = await ctx.store.put_object(ctx.bucket, key, blob, attrs, None, lock)
+    attrs = encryption.attrs(replace(attrs, checksums=stored))
+    obj = await ctx.store.put_object(
+        ctx.bucket,
+        key,
+        blob,
+        attrs,
+        None,
+        lock,
+        etag=encryption.etag(blob.md5.hex()),
+        keep_md5=encryption.sse_key is None,
+    )
     # A null version (unversioned or suspended bucket) is not named, as on PutObject.
     made = obj.version_id if obj.version_id != NULL_VERSION else None
-    return _answer(ctx, fields, key, obj.etag, made, stored)
+    return _answer(ctx, fields, key, obj.etag, made, {**stored, **sse.echo(obj.attrs, True)})
 
 
 def _answer(

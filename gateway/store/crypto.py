@@ -1,0 +1,362 @@
+"""Encryption at rest: AES-256-GCM in 64 KiB chunks under per-blob data keys, the data keys
+wrapped (sealed) by the key an object's mode names, and the keyring that holds the gateway's
+own keys. docs/encryption.md gives the format and the reasons; this is the one module that
+encrypts or decrypts anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+CHUNK = 64 * 1024  # plaintext bytes per chunk
+TAG = 16
+SEALED_CHUNK = CHUNK + TAG  # stored bytes per full chunk
+KEY_BYTES = 32
+PREFIX_BYTES = 8  # the per-blob part of every chunk nonce; the chunk index is the rest
+MAX_CHUNKS = 1 << 32
+
+S3 = "s3"
+KMS = "kms"
+CUSTOMER = "c"
+
+
+class WrongKey(Exception):
+    """A sealed data key that the key offered does not open (another customer key, a master
+    key that is not this gateway's)."""
+
+
+class Tampered(OSError):
+    """Stored ciphertext that fails its tag: flipped, moved, swapped or cut short. An OSError,
+    so a read that meets it fails as an I/O error does."""
+
+
+def stored_size(size: int) -> int:
+    """Bytes on disk for `size` bytes of plaintext."""
+    return size + TAG * -(-size // CHUNK)
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i."""
+
+    key: bytes
+    prefix: bytes
+
+    @staticmethod
+    def generate() -> DataKey:
+        return DataKey(secrets.token_bytes(KEY_BYTES), secrets.token_bytes(PREFIX_BYTES))
+
+    def _nonce(self, index: int) -> bytes:
+        if not 0 <= index < MAX_CHUNKS:
+            raise ValueError("a blob has at most 2**32 chunks")
+        return self.prefix + index.to_bytes(4, "big")
+
+    def seal(self, data: bytes | memoryview, first: int) -> bytes:
+        """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
+        possibly the last)."""
+        aead = AESGCM(self.key)
+        view = memoryview(data)
+        return b"".join(
+            aead.encrypt(self._nonce(first + n), view[at : at + CHUNK], None)
+            for n, at in enumerate(range(0, len(view), CHUNK))
+        )
+
+    def open(self, sealed: bytes | memoryview, first: int) -> bytes:
+        """Decrypt stored chunks that start with the blob's chunk `first`."""
+        aead = AESGCM(self.key)
+        view = memoryview(sealed)
+        out = []
+        for n, at in enumerate(range(0, len(view), SEALED_CHUNK)):
+            try:
+                out.append(aead.decrypt(self._nonce(first + n), view[at : at + SEALED_CHUNK], None))
+            except InvalidTag:
+                raise Tampered(f"chunk {first + n} of an encrypted blob fails its tag") from None
+        return b"".join(out)
+
+
+# --- wrapping data keys ---------------------------------------------------------------------
+
+
+def _wrap(kek: bytes, label: str, secret: bytes) -> str:
+    nonce = secrets.token_bytes(12)
+    sealed = AESGCM(kek).encrypt(nonce, secret, label.encode())
+    return f"{label}:{base64.b64encode(nonce + sealed).decode()}"
+
+
+def _unwrap(kek: bytes, sealed: str) -> bytes:
+    label, _, text = sealed.rpartition(":")
+    raw = base64.b64decode(text)
+    try:
+        return AESGCM(kek).decrypt(raw[:12], raw[12:], label.encode())
+    except InvalidTag:
+        raise WrongKey(label) from None
+
+
+def label_of(sealed: str) -> str:
+    """`s3/<id>`, `kms/<key id>` or `c`: what wraps a sealed data key."""
+    return sealed.rpartition(":")[0]
+
+
+@dataclass(frozen=True)
+class Encryption:
+    """How new blobs of an object are encrypted: their data keys are wrapped by `kek` and
+    labelled `label` (which names the kek, never holds it)."""
+
+    label: str
+    kek: bytes = b""
+
+    def new_key(self) -> tuple[DataKey, str]:
+        """A fresh data key and its sealed form for the manifest."""
+        key = DataKey.generate()
+        return key, self.seal(key)
+
+    def seal(self, key: DataKey) -> str:
+        return _wrap(self.kek, self.label, key.key + key.prefix)
+
+    @property
+    def kind(self) -> str:
+        return self.label.partition("/")[0]
+
+
+def open_sealed(sealed: str, kek: bytes) -> DataKey:
+    raw = _unwrap(kek, sealed)
+    return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:])
+
+
+def customer(key: bytes) -> Encryption:
+    """SSE-C: data keys wrapped by the customer's key, which is never stored."""
+    return Encryption(CUSTOMER, key)
+
+
+def key_fingerprint(key: bytes, salt: bytes | None = None) -> str:
+    """`salt ‖ HMAC-SHA256(key, salt)`, base64: recognises a customer key without keeping it."""
+    salt = secrets.token_bytes(16) if salt is None else salt
+    mac = hmac.new(key, salt, hashlib.sha256).digest()
+    return base64.b64encode(salt + mac).decode()
+
+
+def customer_etag(key: bytes, md5: bytes) -> str:
+    """An SSE-C object's or part's ETag: not the MD5 of the data (AWS), yet the same for the
+    same bytes under the same key (a part sent twice keeps its ETag, as clients expect), and
+    no use to anyone without the key for confirming a guess of the content."""
+    return hmac.new(key, b"s3gw etag" + md5, hashlib.sha256).hexdigest()[:32]
+
+
+def fingerprint_matches(key: bytes, fingerprint: str) -> bool:
+    raw = base64.b64decode(fingerprint)
+    return hmac.compare_digest(key_fingerprint(key, raw[:16]), fingerprint)
+
+
+# --- the keyring ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KmsKey:
+    id: str
+    arn: str
+    enabled: bool = True
+
+
+class UnknownKmsKey(Exception):
+    pass
+
+
+class DisabledKmsKey(Exception):
+    pass
+
+
+AWS_S3_ALIAS = "alias/aws/s3"
+
+
+class Keyring:
+    """The gateway's own keys: the master key (DATA/master.key), and, wrapped by it in
+    DATA/keys.json, the SSE-S3 key-encryption keys and the local KMS keys' material.
+
+    Rotating the master key re-wraps the few keys of keys.json: no sealed data key in the
+    catalog and no blob changes.
+    """
+
+    def __init__(
+        self,
+        master: bytes,
+        s3: Sequence[tuple[str, bytes]],
+        kms: Mapping[str, bytes],
+        aws_s3: str,
+    ) -> None:
+        self.master = master
+        self.aws_s3 = aws_s3  # the id of the default KMS key (alias/aws/s3)
+        self.s3 = dict(s3)
+        self.s3_current = s3[0][0]
+        self.kms_material = dict(kms)
+        self.kms_keys: dict[str, KmsKey] = {}
+        self.aliases: dict[str, str] = {}
+
+    # --- loading ---
+
+    @staticmethod
+    def load(root: Path, kms_keys: Sequence[KmsKey] = (), region: str = "us-east-1") -> Keyring:
+        """The keyring of a data folder, created on first use; KMS keys declared in
+        `kms_keys` get their material on first sight (under a lock: workers start at once)."""
+        lock = os.open(root / "keys.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            ring = _read_or_create(root)
+            default = KmsKey(ring.aws_s3, _arn(region, ring.aws_s3))
+            declared = [default, *kms_keys]
+            missing = [k for k in declared if k.id not in ring.kms_material]
+            for k in missing:
+                ring.kms_material[k.id] = secrets.token_bytes(KEY_BYTES)
+            if missing:
+                ring.save(root)
+        finally:
+            os.close(lock)
+        for k in declared:
+            ring.kms_keys[k.id] = k
+            ring.aliases[k.arn] = k.id
+        ring.aliases[AWS_S3_ALIAS] = default.id
+        ring.aliases[_arn(region, AWS_S3_ALIAS)] = default.id
+        return ring
+
+    def save(self, root: Path) -> None:
+        """Write keys.json and master.key atomically (tmp, fsync, rename), master last: a
+        crash leaves keys.json naming a master fingerprint that one of the two files has."""
+        doc = {
+            "master": _master_id(self.master),
+            "aws_s3": self.aws_s3,
+            "s3": [[i, _wrap(self.master, "keyring", k)] for i, k in self.s3.items()],
+            "kms": {i: _wrap(self.master, "keyring", k) for i, k in self.kms_material.items()},
+        }
+        _write_secret(root / "master.key.new", base64.b64encode(self.master) + b"\n")
+        _write_secret(root / "keys.json", json.dumps(doc, indent=1).encode())
+        os.replace(root / "master.key.new", root / "master.key")
+
+    def rotate(self, root: Path) -> None:
+        """A new master key; keys.json re-wrapped under it (see `rotate_master`)."""
+        self.master = secrets.token_bytes(KEY_BYTES)
+        self.save(root)
+
+    # --- using ---
+
+    def sse_s3(self) -> Encryption:
+        return Encryption(f"{S3}/{self.s3_current}", self.s3[self.s3_current])
+
+    def kms_key(self, name: str | None) -> KmsKey:
+        """The KMS key a request names by id, ARN or alias (None: the default aws/s3 key)."""
+        key_id = self.aliases.get(name or AWS_S3_ALIAS, name)
+        key = self.kms_keys.get(key_id or "")
+        if key is None:
+            raise UnknownKmsKey(name)
+        if not key.enabled:
+            raise DisabledKmsKey(key.arn)
+        return key
+
+    def kms(self, key: KmsKey) -> Encryption:
+        return Encryption(f"{KMS}/{key.id}", self.kms_material[key.id])
+
+    def opener(self, customer_key: bytes | None = None) -> Callable[[str], DataKey]:
+        """What opens the sealed data keys of an object: the gateway's keys, and the
+        customer's key for SSE-C objects (WrongKey without it or with another)."""
+
+        def open_key(sealed: str) -> DataKey:
+            kind, _, ident = label_of(sealed).partition("/")
+            if kind == S3 and ident in self.s3:
+                return open_sealed(sealed, self.s3[ident])
+            if kind == KMS and ident in self.kms_material:
+                return open_sealed(sealed, self.kms_material[ident])
+            if kind == CUSTOMER and customer_key is not None:
+                return open_sealed(sealed, customer_key)
+            raise WrongKey(label_of(sealed))
+
+        return open_key
+
+
+def rotate_master(root: Path) -> str:
+    """`s3gw keys rotate`: a new master key for the data folder at `root`. The key-encryption
+    keys and KMS key material are re-wrapped; no sealed data key and no blob changes, so a
+    running gateway (which holds the unwrapped keys) carries on. Returns the new key's id."""
+    if not (root / "keys.json").exists():
+        raise FileNotFoundError(f"{root} holds no keys.json")
+    lock = os.open(root / "keys.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ring = _read_or_create(root)
+        ring.rotate(root)
+        return _master_id(ring.master)
+    finally:
+        os.close(lock)
+
+
+def _arn(region: str, key_id: str) -> str:
+    """A key's ARN in this gateway's (single, made-up) account."""
+    resource = key_id if key_id.startswith("alias/") else f"key/{key_id}"
+    return f"arn:aws:kms:{region}:000000000000:{resource}"
+
+
+def _master_id(master: bytes) -> str:
+    return hmac.new(master, b"s3gw master key", hashlib.sha256).hexdigest()[:16]
+
+
+def _write_secret(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dirfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
+
+
+def _read_master(path: Path) -> bytes | None:
+    try:
+        raw = base64.b64decode(path.read_bytes().strip(), validate=True)
+    except FileNotFoundError:
+        return None
+    if len(raw) != KEY_BYTES:
+        raise ValueError(f"{path} does not hold a base64 256-bit key")
+    return raw
+
+
+def _read_or_create(root: Path) -> Keyring:
+    path = root / "keys.json"
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        s3 = [(secrets.token_hex(4), secrets.token_bytes(KEY_BYTES))]
+        ring = Keyring(secrets.token_bytes(KEY_BYTES), s3, {}, str(uuid.uuid4()))
+        ring.save(root)
+        return ring
+    master = None
+    for candidate in (root / "master.key", root / "master.key.new"):
+        value = _read_master(candidate)
+        if value is not None and _master_id(value) == doc["master"]:
+            master = value
+            if candidate.name.endswith(".new"):  # a rotation that stopped between renames
+                os.replace(candidate, root / "master.key")
+            break
+    if master is None:
+        raise ValueError(f"{root / 'master.key'} is not the master key {path} was wrapped with")
+    s3 = [(i, _unwrap(master, w)) for i, w in doc["s3"]]
+    kms = {i: _unwrap(master, w) for i, w in doc["kms"].items()}
+    with contextlib.suppress(FileNotFoundError):
+        (root / "master.key.new").unlink()
+    return Keyring(master, s3, kms, doc["aws_s3"])

@@ -1,0 +1,611 @@
+"""Server-side encryption against the real gateway, with boto3, aws-cli and raw requests:
+SSE-S3, SSE-KMS and SSE-C round trips (ranges, parts, multipart with the key on every part),
+AWS's errors, bucket default encryption, copies between modes (metadata-only where the
+ciphertext can be shared), fsck --deep, master key rotation, and no plaintext anywhere in the
+data folder."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests import awscli, raw
+from tests.server import GatewayProcess
+
+MARKER = b"SSE-PLAINTEXT-MARKER-7f3a9c"
+KEY_A = os.urandom(32)
+KEY_B = os.urandom(32)
+KMS_KEYS = """
+[[key]]
+id = "testkey-1"
+
+[[key]]
+id = "testkey-2"
+
+[[key]]
+id = "retired"
+enabled = false
+"""
+ARN_1 = "arn:aws:kms:us-east-1:000000000000:key/testkey-1"
+ARN_2 = "arn:aws:kms:us-east-1:000000000000:key/testkey-2"
+
+
+def sse_c(key: bytes, copy: bool = False) -> dict[str, str]:
+    """boto3's SSE-C arguments (it sends the key base64 and its MD5)."""
+    prefix = "CopySource" if copy else ""
+    return {f"{prefix}SSECustomerAlgorithm": "AES256", f"{prefix}SSECustomerKey": key}  # type: ignore[dict-item]
+
+
+def c_headers(key: bytes) -> dict[str, str]:
+    return {
+        "x-amz-server-side-encryption-customer-algorithm": "AES256",
+        "x-amz-server-side-encryption-customer-key": base64.b64encode(key).decode(),
+        "x-amz-server-side-encryption-customer-key-md5": base64.b64encode(
+            hashlib.md5(key).digest()
+        ).decode(),
+    }
+
+
+def body(size: int) -> bytes:
+    unit = MARKER + os.urandom(997)
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def code(exc: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
+    r = exc.value.response
+    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
+
+
+def start_gateway(root: Path) -> GatewayProcess:
+    """A gateway with the KMS keys above that takes SSE-C over HTTP (its tests' transport)."""
+    (root / "kms.toml").write_text(KMS_KEYS)
+    options = ["--kms-keys", str(root / "kms.toml"), "--sse-c-over-http", "allow"]
+    return GatewayProcess(root / "data", None, *options, "--workers", "1").start()
+
+
+@pytest.fixture(scope="module")
+def enc_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    server = start_gateway(tmp_path_factory.mktemp("sse"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3e(enc_gateway: GatewayProcess) -> Any:
+    return enc_gateway.client()
+
+
+_n = iter(range(10**6))
+
+
+@pytest.fixture
+def ebucket(s3e: Any) -> str:
+    name = f"enc-{next(_n)}"
+    s3e.create_bucket(Bucket=name)
+    return name
+
+
+def blob_files(gw: GatewayProcess) -> set[Path]:
+    return {p for p in (gw.data / "blobs").rglob("*") if p.is_file()}
+
+
+# --- round trips -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 13, 1000, 200_000, 3 * 1024 * 1024 + 17])
+def test_sse_s3_round_trip_etag_is_md5_and_ranges(s3e: Any, ebucket: str, size: int) -> None:
+    data = body(size)
+    put = s3e.put_object(Bucket=ebucket, Key="k", Body=data, ServerSideEncryption="AES256")
+    assert put["ServerSideEncryption"] == "AES256"
+    assert put["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    got = s3e.get_object(Bucket=ebucket, Key="k")
+    assert got["ServerSideEncryption"] == "AES256"
+    assert got["Body"].read() == data
+    assert s3e.head_object(Bucket=ebucket, Key="k")["ServerSideEncryption"] == "AES256"
+    for start, end in ((0, 0), (1, 70_000), (65_530, 65_545), (size - 3, size - 1)):
+        if 0 <= start <= end < size:
+            part = s3e.get_object(Bucket=ebucket, Key="k", Range=f"bytes={start}-{end}")
+            assert part["Body"].read() == data[start : end + 1]
+            assert part["ContentRange"] == f"bytes {start}-{end}/{size}"
+
+
+def test_plain_objects_claim_no_encryption(s3e: Any, ebucket: str) -> None:
+    put = s3e.put_object(Bucket=ebucket, Key="p", Body=b"plain")
+    assert "ServerSideEncryption" not in put
+    assert "ServerSideEncryption" not in s3e.get_object(Bucket=ebucket, Key="p")
+    with pytest.raises(ClientError) as exc:
+        s3e.get_bucket_encryption(Bucket=ebucket)
+    assert code(exc) == (404, "ServerSideEncryptionConfigurationNotFoundError")
+
+
+def test_sse_kms_round_trip_echoes_the_arn_and_etag_is_not_md5(s3e: Any, ebucket: str) -> None:
+    data = body(300_000)
+    put = s3e.put_object(
+        Bucket=ebucket,
+        Key="k",
+        Body=data,
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId="testkey-1",
+        BucketKeyEnabled=True,
+    )
+    assert put["ServerSideEncryption"] == "aws:kms"
+    assert put["SSEKMSKeyId"] == ARN_1
+    assert put["BucketKeyEnabled"] is True
+    assert put["ETag"] != f'"{hashlib.md5(data).hexdigest()}"'
+    again = s3e.put_object(
+        Bucket=ebucket, Key="k2", Body=data, ServerSideEncryption="aws:kms", SSEKMSKeyId=ARN_1
+    )
+    assert again["ETag"] != put["ETag"]
+    got = s3e.get_object(Bucket=ebucket, Key="k", Range="bytes=100-200000")
+    assert got["SSEKMSKeyId"] == ARN_1
+    assert got["Body"].read() == data[100:200001]
+    # No key id: the default aws/s3 key.
+    default = s3e.put_object(Bucket=ebucket, Key="d", Body=b"x", ServerSideEncryption="aws:kms")
+    assert default["SSEKMSKeyId"].startswith("arn:aws:kms:us-east-1:000000000000:key/")
+    # GET must not ask for an encryption (AWS: 400).
+    with pytest.raises(ClientError) as exc:
+        s3e.get_object(Bucket=ebucket, Key="k", SSECustomerAlgorithm="AES256", SSECustomerKey=KEY_A)
+    assert code(exc)[0] == 400
+
+
+def test_kms_errors(s3e: Any, ebucket: str, enc_gateway: GatewayProcess) -> None:
+    url = f"{enc_gateway.url}/{ebucket}/x"
+    for headers, expected in (
+        (
+            {
+                "x-amz-server-side-encryption": "aws:kms",
+                "x-amz-server-side-encryption-aws-kms-key-id": "nope",
+            },
+            "KMS.NotFoundException",
+        ),
+        (
+            {
+                "x-amz-server-side-encryption": "aws:kms",
+                "x-amz-server-side-encryption-aws-kms-key-id": "retired",
+            },
+            "KMS.DisabledException",
+        ),
+        ({"x-amz-server-side-encryption-aws-kms-key-id": "testkey-1"}, "InvalidArgument"),
+        (
+            {
+                "x-amz-server-side-encryption": "AES256",
+                "x-amz-server-side-encryption-aws-kms-key-id": "testkey-1",
+            },
+            "InvalidArgument",
+        ),
+        ({"x-amz-server-side-encryption": "aes:kms"}, "InvalidArgument"),
+        ({"x-amz-server-side-encryption": "aws:kms", **c_headers(KEY_A)}, "InvalidArgument"),
+    ):
+        reply = raw.signed("PUT", url, headers, b"data")
+        assert (reply.status, reply.code) == (400, expected), headers
+    assert s3e.list_objects_v2(Bucket=ebucket)["KeyCount"] == 0
+
+
+def test_sse_c_round_trip_and_errors(s3e: Any, ebucket: str, enc_gateway: GatewayProcess) -> None:
+    data = body(200_000)
+    put = s3e.put_object(Bucket=ebucket, Key="c", Body=data, **sse_c(KEY_A))
+    key_md5 = base64.b64encode(hashlib.md5(KEY_A).digest()).decode()
+    assert put["SSECustomerAlgorithm"] == "AES256"
+    assert put["SSECustomerKeyMD5"] == key_md5
+    assert put["ETag"] != f'"{hashlib.md5(data).hexdigest()}"'
+    got = s3e.get_object(Bucket=ebucket, Key="c", Range="bytes=5-70000", **sse_c(KEY_A))
+    assert got["Body"].read() == data[5:70001]
+    assert got["SSECustomerKeyMD5"] == key_md5
+    assert s3e.head_object(Bucket=ebucket, Key="c", **sse_c(KEY_A))["ContentLength"] == len(data)
+    # Without the key, and with another one (AWS: 400 and 403).
+    with pytest.raises(ClientError) as exc:
+        s3e.get_object(Bucket=ebucket, Key="c")
+    assert code(exc) == (400, "InvalidRequest")
+    with pytest.raises(ClientError) as exc:
+        s3e.get_object(Bucket=ebucket, Key="c", **sse_c(KEY_B))
+    assert code(exc) == (403, "AccessDenied")
+    with pytest.raises(ClientError) as exc:
+        s3e.head_object(Bucket=ebucket, Key="c", **sse_c(KEY_B))
+    assert code(exc)[0] == 403
+    # Malformed requests change nothing.
+    url = f"{enc_gateway.url}/{ebucket}/bad"
+    good = c_headers(KEY_A)
+    no_algorithm = {k: v for k, v in good.items() if not k.endswith("algorithm")}
+    no_md5 = {k: v for k, v in good.items() if not k.endswith("md5")}
+    no_key = {k: v for k, v in good.items() if k.endswith("algorithm")}
+    wrong_md5 = {
+        **good,
+        "x-amz-server-side-encryption-customer-key-md5": "AAAAAAAAAAAAAAAAAAAAAA==",
+    }
+    short_key = {**good, "x-amz-server-side-encryption-customer-key": "c2hvcnQ="}
+    other_algorithm = {**good, "x-amz-server-side-encryption-customer-algorithm": "AES128"}
+    for headers, expected in (
+        (no_algorithm, "InvalidArgument"),
+        (no_md5, "InvalidArgument"),
+        (no_key, "InvalidArgument"),
+        (wrong_md5, "InvalidArgument"),
+        (short_key, "InvalidArgument"),
+        (other_algorithm, "InvalidEncryptionAlgorithmError"),
+        ({**good, "x-amz-server-side-encryption": "AES256"}, "InvalidArgument"),
+    ):
+        reply = raw.signed("PUT", url, headers, b"data")
+        assert (reply.status, reply.code) == (400, expected), headers
+    assert [o["Key"] for o in s3e.list_objects_v2(Bucket=ebucket)["Contents"]] == ["c"]
+
+
+def test_sse_c_refused_over_http_by_default(gateway: GatewayProcess, s3: Any, bucket: str) -> None:
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="c", Body=b"x", **sse_c(KEY_A))
+    assert code(exc) == (400, "InvalidRequest")
+    assert "secure connection" in exc.value.response["Error"]["Message"]
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+
+
+def test_multipart_sse_c_key_on_every_part(
+    s3e: Any, ebucket: str, enc_gateway: GatewayProcess
+) -> None:
+    parts = [body(5 * 1024 * 1024 + 100), body(1234)]
+    up = s3e.create_multipart_upload(Bucket=ebucket, Key="m", **sse_c(KEY_A))
+    assert up["SSECustomerAlgorithm"] == "AES256"
+    uid = up["UploadId"]
+    # A part without the key, or with another key.
+    with pytest.raises(ClientError) as exc:
+        s3e.upload_part(Bucket=ebucket, Key="m", UploadId=uid, PartNumber=1, Body=parts[0])
+    assert code(exc) == (400, "InvalidRequest")
+    with pytest.raises(ClientError) as exc:
+        s3e.upload_part(
+            Bucket=ebucket, Key="m", UploadId=uid, PartNumber=1, Body=parts[0], **sse_c(KEY_B)
+        )
+    assert code(exc) == (400, "InvalidRequest")
+    done = []
+    for n, data in enumerate(parts, 1):
+        r = s3e.upload_part(
+            Bucket=ebucket, Key="m", UploadId=uid, PartNumber=n, Body=data, **sse_c(KEY_A)
+        )
+        assert r["SSECustomerAlgorithm"] == "AES256"
+        assert r["ETag"] != f'"{hashlib.md5(data).hexdigest()}"'
+        done.append({"PartNumber": n, "ETag": r["ETag"]})
+    # The same part sent again keeps its ETag (clients complete with the first one).
+    again = s3e.upload_part(
+        Bucket=ebucket, Key="m", UploadId=uid, PartNumber=2, Body=parts[1], **sse_c(KEY_A)
+    )
+    assert again["ETag"] == done[1]["ETag"]
+    # Complete needs no key, but a wrong one is refused.
+    with pytest.raises(ClientError) as exc:
+        s3e.complete_multipart_upload(
+            Bucket=ebucket, Key="m", UploadId=uid, MultipartUpload={"Parts": done}, **sse_c(KEY_B)
+        )
+    assert code(exc) == (400, "InvalidRequest")
+    s3e.complete_multipart_upload(
+        Bucket=ebucket, Key="m", UploadId=uid, MultipartUpload={"Parts": done}
+    )
+    whole = b"".join(parts)
+    got = s3e.get_object(Bucket=ebucket, Key="m", **sse_c(KEY_A))
+    assert got["Body"].read() == whole
+    with pytest.raises(ClientError) as exc:
+        s3e.get_object_attributes(Bucket=ebucket, Key="m", ObjectAttributes=["ObjectSize"])
+    assert code(exc) == (400, "InvalidRequest")
+    # (botocore does not encode SSE-C keys for GetObjectAttributes: sent by hand.)
+    url = f"{enc_gateway.url}/{ebucket}/m?attributes"
+    asked = {"x-amz-object-attributes": "ObjectSize", **c_headers(KEY_A)}
+    attributes = raw.signed("GET", url, asked)
+    assert attributes.status == 200
+    assert f"<ObjectSize>{len(whole)}</ObjectSize>".encode() in attributes.body
+    second = s3e.get_object(Bucket=ebucket, Key="m", PartNumber=2, **sse_c(KEY_A))
+    assert second["Body"].read() == parts[1]
+    # A range across the parts' boundary (two blobs, two data keys).
+    edge = len(parts[0])
+    r = s3e.get_object(
+        Bucket=ebucket, Key="m", Range=f"bytes={edge - 10}-{edge + 10}", **sse_c(KEY_A)
+    )
+    assert r["Body"].read() == whole[edge - 10 : edge + 11]
+
+
+def test_multipart_sse_kms_and_bucket_default(s3e: Any, ebucket: str) -> None:
+    s3e.put_bucket_encryption(
+        Bucket=ebucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {
+                        "SSEAlgorithm": "aws:kms",
+                        "KMSMasterKeyID": "testkey-2",
+                    }
+                }
+            ]
+        },
+    )
+    rule = s3e.get_bucket_encryption(Bucket=ebucket)["ServerSideEncryptionConfiguration"]
+    assert rule["Rules"][0]["ApplyServerSideEncryptionByDefault"]["KMSMasterKeyID"] == "testkey-2"
+    put = s3e.put_object(Bucket=ebucket, Key="plain-request", Body=b"x" * 10)
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms", ARN_2)
+    up = s3e.create_multipart_upload(Bucket=ebucket, Key="m")
+    assert up["SSEKMSKeyId"] == ARN_2
+    data = body(5 * 1024 * 1024)
+    r = s3e.upload_part(Bucket=ebucket, Key="m", UploadId=up["UploadId"], PartNumber=1, Body=data)
+    s3e.complete_multipart_upload(
+        Bucket=ebucket,
+        Key="m",
+        UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]},
+    )
+    got = s3e.get_object(Bucket=ebucket, Key="m")
+    assert got["SSEKMSKeyId"] == ARN_2
+    assert got["Body"].read() == data
+    s3e.delete_bucket_encryption(Bucket=ebucket)
+    assert "ServerSideEncryption" not in s3e.put_object(Bucket=ebucket, Key="after", Body=b"x")
+    with pytest.raises(ClientError) as exc:
+        s3e.put_bucket_encryption(
+            Bucket=ebucket,
+            ServerSideEncryptionConfiguration={
+                "Rules": [
+                    {
+                        "ApplyServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "AES256",
+                            "KMSMasterKeyID": "testkey-1",
+                        }
+                    }
+                ]
+            },
+        )
+    assert code(exc) == (400, "InvalidArgument")
+
+
+def test_a_bucket_can_block_sse_c(s3e: Any, ebucket: str, enc_gateway: GatewayProcess) -> None:
+    document = (
+        b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault>"
+        b"<SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault>"
+        b"<BlockedEncryptionTypes><EncryptionType>SSE-C</EncryptionType>"
+        b"</BlockedEncryptionTypes></Rule></ServerSideEncryptionConfiguration>"
+    )
+    assert raw.signed("PUT", f"{enc_gateway.url}/{ebucket}?encryption", body=document).status == 200
+    with pytest.raises(ClientError) as exc:
+        s3e.put_object(Bucket=ebucket, Key="c", Body=b"x", **sse_c(KEY_A))
+    assert code(exc) == (403, "AccessDenied")
+    assert s3e.put_object(Bucket=ebucket, Key="s", Body=b"x")["ServerSideEncryption"] == "AES256"
+    got = raw.signed("GET", f"{enc_gateway.url}/{ebucket}?encryption")
+    assert b"<EncryptionType>SSE-C</EncryptionType>" in got.body
+
+
+# --- copies ------------------------------------------------------------------------------------
+
+
+def test_copies_between_modes(s3e: Any, ebucket: str, enc_gateway: GatewayProcess) -> None:
+    data = body(2 * 1024 * 1024 + 5)
+    md5 = f'"{hashlib.md5(data).hexdigest()}"'
+    s3e.put_object(Bucket=ebucket, Key="plain", Body=data)
+    files = len(blob_files(enc_gateway))
+
+    # plain -> SSE-S3: re-encrypted (a new blob), ETag kept (the MD5).
+    r = s3e.copy_object(
+        Bucket=ebucket, Key="s3", CopySource=f"{ebucket}/plain", ServerSideEncryption="AES256"
+    )
+    assert r["ServerSideEncryption"] == "AES256"
+    assert r["CopyObjectResult"]["ETag"] == md5
+    assert len(blob_files(enc_gateway)) == files + 1
+
+    # SSE-S3 -> SSE-KMS: metadata only (the data key is wrapped again), no new blob.
+    r = s3e.copy_object(
+        Bucket=ebucket,
+        Key="kms",
+        CopySource=f"{ebucket}/s3",
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId="testkey-1",
+    )
+    assert r["SSEKMSKeyId"] == ARN_1
+    assert len(blob_files(enc_gateway)) == files + 1
+    assert s3e.get_object(Bucket=ebucket, Key="kms")["Body"].read() == data
+
+    # SSE-KMS -> SSE-S3: metadata only again, and the ETag is the MD5 without reading.
+    r = s3e.copy_object(
+        Bucket=ebucket, Key="s3b", CopySource=f"{ebucket}/kms", ServerSideEncryption="AES256"
+    )
+    assert r["CopyObjectResult"]["ETag"] == md5
+    assert len(blob_files(enc_gateway)) == files + 1
+
+    # SSE-S3 -> SSE-C: re-encrypted under the customer's key.
+    s3e.copy_object(Bucket=ebucket, Key="c", CopySource=f"{ebucket}/s3", **sse_c(KEY_A))
+    assert len(blob_files(enc_gateway)) == files + 2
+    # SSE-C -> SSE-C, same key: shared; another key: re-encrypted.
+    s3e.copy_object(
+        Bucket=ebucket,
+        Key="c2",
+        CopySource=f"{ebucket}/c",
+        **sse_c(KEY_A),
+        **sse_c(KEY_A, copy=True),
+    )
+    assert len(blob_files(enc_gateway)) == files + 2
+    s3e.copy_object(
+        Bucket=ebucket,
+        Key="c3",
+        CopySource=f"{ebucket}/c",
+        **sse_c(KEY_B),
+        **sse_c(KEY_A, copy=True),
+    )
+    assert len(blob_files(enc_gateway)) == files + 3
+    assert s3e.get_object(Bucket=ebucket, Key="c3", **sse_c(KEY_B))["Body"].read() == data
+    # SSE-C source without its key: AWS's 400.
+    with pytest.raises(ClientError) as exc:
+        s3e.copy_object(Bucket=ebucket, Key="x", CopySource=f"{ebucket}/c")
+    assert code(exc) == (400, "InvalidRequest")
+    # SSE-C -> plain: the plaintext MD5 as ETag (AWS).
+    r = s3e.copy_object(
+        Bucket=ebucket, Key="p2", CopySource=f"{ebucket}/c3", **sse_c(KEY_B, copy=True)
+    )
+    assert r["CopyObjectResult"]["ETag"] == md5
+    assert "ServerSideEncryption" not in r
+    assert s3e.get_object(Bucket=ebucket, Key="p2")["Body"].read() == data
+
+    # UploadPartCopy of a range from an SSE-C source into an SSE-S3 upload.
+    up = s3e.create_multipart_upload(Bucket=ebucket, Key="mp", ServerSideEncryption="AES256")
+    part = s3e.upload_part_copy(
+        Bucket=ebucket,
+        Key="mp",
+        UploadId=up["UploadId"],
+        PartNumber=1,
+        CopySource=f"{ebucket}/c",
+        CopySourceRange="bytes=10-99999",
+        **sse_c(KEY_A, copy=True),
+    )
+    assert part["CopyPartResult"]["ETag"] == f'"{hashlib.md5(data[10:100000]).hexdigest()}"'
+    s3e.complete_multipart_upload(
+        Bucket=ebucket,
+        Key="mp",
+        UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]},
+    )
+    assert s3e.get_object(Bucket=ebucket, Key="mp")["Body"].read() == data[10:100000]
+
+
+# --- aws-cli -----------------------------------------------------------------------------------
+
+
+def test_aws_cli_round_trips(
+    enc_gateway: GatewayProcess, s3e: Any, ebucket: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    src.write_bytes(body(9 * 1024 * 1024))  # multipart for aws-cli (8 MiB threshold)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY_A)
+    for args, sse_args in (
+        (["--sse", "AES256"], []),
+        (["--sse", "aws:kms", "--sse-kms-key-id", "testkey-1"], []),
+        (
+            ["--sse-c", "AES256", "--sse-c-key", f"fileb://{key_file}"],
+            ["--sse-c", "AES256", "--sse-c-key", f"fileb://{key_file}"],
+        ),
+    ):
+        up = awscli.run(enc_gateway.url, "s3", "cp", str(src), f"s3://{ebucket}/f", *args)
+        assert up.returncode == 0, up.stderr
+        out = tmp_path / "out"
+        down = awscli.run(enc_gateway.url, "s3", "cp", f"s3://{ebucket}/f", str(out), *sse_args)
+        assert down.returncode == 0, down.stderr
+        assert out.read_bytes() == src.read_bytes()
+    head = s3e.head_object(Bucket=ebucket, Key="f", **sse_c(KEY_A))
+    assert head["SSECustomerAlgorithm"] == "AES256"
+
+
+# --- on disk -----------------------------------------------------------------------------------
+
+
+def _scan(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and MARKER in p.read_bytes()]
+
+
+def test_no_plaintext_in_the_data_folder(tmp_path: Path) -> None:
+    """Every file of the data folder (blobs, tmp/ while a body streams in, the catalog and its
+    WAL) after encrypted PUTs of small and large bodies carrying a marker."""
+    gw = start_gateway(tmp_path)
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="bkt")
+        for n, extra in enumerate(
+            (
+                {"ServerSideEncryption": "AES256"},
+                {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "testkey-1"},
+                sse_c(KEY_A),
+            )
+        ):
+            for size in (40, 60_000, 3 * 1024 * 1024):
+                s3.put_object(Bucket="bkt", Key=f"{n}-{size}", Body=body(size), **extra)
+        up = s3.create_multipart_upload(Bucket="bkt", Key="mp", ServerSideEncryption="AES256")
+        uid = up["UploadId"]
+        s3.upload_part(Bucket="bkt", Key="mp", UploadId=uid, PartNumber=1, Body=body(100))
+        # A body half received: what tmp/ holds meanwhile.
+        url = f"{gw.url}/bkt/streaming"
+        total = 4 * 1024 * 1024
+        headers = raw.sign(
+            "PUT", url, {"x-amz-server-side-encryption": "AES256"}, payload_hash="UNSIGNED-PAYLOAD"
+        )
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.putrequest("PUT", parts.path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.putheader("Host", parts.netloc)
+        conn.putheader("Content-Length", str(total))
+        conn.endheaders()
+        first = body(3 * 1024 * 1024)
+        conn.send(first)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            staged = [p for p in (gw.data / "tmp").iterdir() if p.stat().st_size > 1024 * 1024]
+            if staged:
+                break
+            time.sleep(0.05)
+        assert staged, "the body never reached tmp/"
+        assert _scan(gw.data) == []
+        conn.send(body(total - len(first)))
+        assert conn.getresponse().status == 200
+        conn.close()
+        assert (gw.data / "catalog.sqlite3-wal").exists()
+        assert _scan(gw.data) == []
+        # The same PUTs without encryption do leave the marker: the scan can see it.
+        s3.put_object(Bucket="bkt", Key="plain", Body=body(40))
+        assert _scan(gw.data) != []
+    finally:
+        gw.stop()
+
+
+def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(tmp_path: Path) -> None:
+    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1").start()
+    data = body(300_000)
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="bkt")
+        s3.put_object(Bucket="bkt", Key="k", Body=data, ServerSideEncryption="AES256")
+        s3.put_object(Bucket="bkt", Key="small", Body=b"tiny", ServerSideEncryption="AES256")
+    finally:
+        gw.stop()
+
+    def s3gw(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gateway", *args, "--data", str(tmp_path / "data")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    fsck = s3gw("fsck", "--deep")
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    rotated = s3gw("keys", "rotate")
+    assert rotated.returncode == 0, rotated.stderr
+    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1").start()
+    try:
+        assert gw.client().get_object(Bucket="bkt", Key="k")["Body"].read() == data
+    finally:
+        gw.stop()
+    # One flipped bit in the middle of the blob: fsck --deep names the object.
+    (blob,) = [p for p in (tmp_path / "data" / "blobs").rglob("*") if p.is_file()]
+    raw_bytes = bytearray(blob.read_bytes())
+    raw_bytes[len(raw_bytes) // 2] ^= 1
+    blob.write_bytes(bytes(raw_bytes))
+    fsck = s3gw("fsck", "--deep")
+    assert fsck.returncode == 1
+    assert "bkt/k: encrypted bytes fail" in fsck.stdout
+
+
+def test_bench_s3_has_an_encrypted_column() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "bench", "s3", "--servers",
+         "gateway_1_worker,gateway_sse_s3", "--seconds", "0.3", "--repeats", "1",
+         "--large-mib", "8", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["errors"] == []
+    encrypted = result["servers"]["gateway_sse_s3"]["workloads"]
+    assert encrypted["put_c64"]["ops_per_s"] > 0 and encrypted["large_get"]["mib_s"] > 0
+    assert result["ceilings"]["aes_gcm_mib_s"] > 0
+    ratios = {r["key"]: r for r in result["ratios"]}
+    assert ratios["sse_large_put_vs_ceiling"]["value"] is not None
+    assert ratios["sse_put_c64_vs_plain"]["value"] is not None
