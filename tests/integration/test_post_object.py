@@ -338,9 +338,7 @@ def test_anonymous_forms_are_refused(gateway, s3, bucket):
 
 
 def test_minio_presigned_post_policy(gateway, s3, bucket):
-    minio = pytest.importorskip(
-        "minio", reason="minio-py is not installed in this environment (not a dependency)"
-    )
+    minio = pytest.importorskip("minio", reason="minio-py (the test extra) is not installed")
     from minio.datatypes import PostPolicy
 
     host = gateway.url.removeprefix("http://")
