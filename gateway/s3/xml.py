@@ -45,9 +45,11 @@ def _emit(out: list[str], nodes: Iterable[Node]) -> None:
             out.append(f"</{tag.split(' ', 1)[0]}>")
 
 
-def render(root: str, nodes: Iterable[Node] | str) -> bytes:
-    """A response document: `<root xmlns=S3>` holding nodes (or text)."""
-    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f'<{root} xmlns="{NS}">']
+def render(root: str, nodes: Iterable[Node] | str, namespace: bool = True) -> bytes:
+    """A response document: `<root xmlns=S3>` holding nodes (or text); a few of AWS's
+    answers (POST Object's PostResponse) carry no namespace."""
+    opening = f'<{root} xmlns="{NS}">' if namespace else f"<{root}>"
+    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', opening]
     if isinstance(nodes, str):
         out.append(escape(nodes))
     else:

@@ -134,6 +134,10 @@ def test_success_status_and_redirect(s3, s3v4, bucket):
         f"<ETag>{etag}</ETag>".encode() in reply.body
     )
     assert reply.body.startswith(b"<?xml") and b"<PostResponse" in reply.body
+    # Without a namespace, as AWS sends it: a plain find("Key") reads it.
+    from xml.etree import ElementTree
+
+    assert ElementTree.fromstring(reply.body).findtext("Key") == "k201"
 
     signed = presigned(
         s3v4, bucket, "k200", {"success_action_status": "200"}, [{"success_action_status": "200"}]

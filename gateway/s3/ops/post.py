@@ -281,6 +281,7 @@ def _answer(
         body = xml.render(
             "PostResponse",
             [("Location", location), ("Bucket", ctx.bucket), ("Key", key), ("ETag", quoted)],
+            namespace=False,  # AWS's PostResponse has none (clients find("Key") on it)
         )
         return web.Response(status=201, headers=headers, body=body, content_type="application/xml")
     return web.Response(status=204, headers=headers)
