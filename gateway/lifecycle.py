@@ -29,7 +29,7 @@ import socket
 import time
 
 from .s3.lifecycle import Rule, after_days, rules
-from .store import Store
+from .store import Store, StoreError
 from .store.model import ListEntry
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class LifecycleWorker:
             return rule.applies(entry.key, entry.size, ())
         try:
             obj = await self.store.head_object(bucket, entry.key, entry.version_id)
-        except Exception:  # gone, or a marker now: nothing to expire
+        except StoreError:  # gone, or a marker now: nothing to expire
             return False
         return rule.applies(entry.key, obj.size, obj.attrs.tags)
 
@@ -169,7 +169,7 @@ class LifecycleWorker:
             )
             for upload in page.uploads:
                 if after_days(upload.initiated_ns, rule.abort_days or 0, self.day_ns) <= now:
-                    with contextlib.suppress(Exception):  # completed or aborted meanwhile
+                    with contextlib.suppress(StoreError):  # completed or aborted meanwhile
                         await self.store.abort_upload(upload.id, bucket, upload.key)
                         done += 1
             if not page.truncated or not page.uploads:

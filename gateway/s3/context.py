@@ -11,6 +11,7 @@ from multidict import CIMultiDictProxy, MultiDictProxy
 from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
 from ..users import User
+from .errors import S3Error
 from .payload import Payload
 from .router import Endpoint
 from .xml import Node
@@ -64,6 +65,15 @@ class Context:
     def upload_id(self) -> str:
         assert self.endpoint.upload_id is not None  # the router routes on it
         return self.endpoint.upload_id
+
+    def setting(self, name: str, missing: str) -> str:
+        """One of the bucket's stored configuration documents; the S3 error `missing` (a
+        NoSuch…Configuration) when it was never set or was deleted."""
+        assert self.bucket_record is not None  # the dispatcher found it
+        document = self.bucket_record.settings.get(name)
+        if document is None:
+            raise S3Error(missing, BucketName=self.bucket)
+        return document
 
     async def read_xml(self, limit: int) -> bytes:
         """A request's XML body: at most the operation's `limit` bytes, and never more than

@@ -81,7 +81,9 @@ def rules(document: str) -> tuple[Rule, ...]:
     return parse(document.encode())
 
 
-def expiration_header(document: str | None, key: str, size: int, tags, mtime_ns: int) -> str | None:  # type: ignore[no-untyped-def]
+def expiration_header(
+    document: str | None, key: str, size: int, tags: tuple[tuple[str, str], ...], mtime_ns: int
+) -> str | None:
     """`x-amz-expiration` for the current version: the earliest enabled rule's date."""
     if document is None:
         return None

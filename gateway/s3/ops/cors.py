@@ -41,10 +41,7 @@ async def put_bucket_cors(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_cors(ctx: Context) -> web.StreamResponse:
-    assert ctx.bucket_record is not None  # the dispatcher found it
-    stored = ctx.bucket_record.settings.get(cors.SETTING)
-    if stored is None:
-        raise S3Error("NoSuchCORSConfiguration", BucketName=ctx.bucket)
+    stored = ctx.setting(cors.SETTING, "NoSuchCORSConfiguration")
     return web.Response(body=stored.encode(), content_type="application/xml")
 
 

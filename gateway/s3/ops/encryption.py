@@ -7,7 +7,6 @@ from aiohttp import web
 
 from .. import sse
 from ..context import Context
-from ..errors import S3Error
 
 MAX_ENCRYPTION_XML = 64 * 1024
 
@@ -23,10 +22,7 @@ async def get_bucket_encryption(ctx: Context) -> web.StreamResponse:
     # A bucket without a configuration encrypts nothing by default here, so it answers what
     # AWS answered before every bucket had SSE-S3 (docs/encryption.md, "The default"): a
     # header or document must never claim encryption that is not done.
-    assert ctx.bucket_record is not None
-    document = ctx.bucket_record.settings.get("encryption")
-    if document is None:
-        raise S3Error("ServerSideEncryptionConfigurationNotFoundError", BucketName=ctx.bucket)
+    document = ctx.setting("encryption", "ServerSideEncryptionConfigurationNotFoundError")
     return web.Response(body=document.encode(), content_type="application/xml")
 
 

@@ -7,17 +7,13 @@ from aiohttp import web
 
 from .. import lifecycle
 from ..context import Context
-from ..errors import S3Error
 from .objects import require_integrity_header
 
 SETTING = "lifecycle"
 
 
 async def get_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse:
-    assert ctx.bucket_record is not None
-    document = ctx.bucket_record.settings.get(SETTING)
-    if document is None:
-        raise S3Error("NoSuchLifecycleConfiguration", BucketName=ctx.bucket)
+    document = ctx.setting(SETTING, "NoSuchLifecycleConfiguration")
     return web.Response(
         body=document.encode(),
         content_type="application/xml",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import datetime
 import email.utils
 import re
 from collections.abc import Callable, Mapping
@@ -215,26 +214,27 @@ def delete_condition(
     )
 
 
-def _http_seconds(text: str) -> int:
-    try:
-        return int(email.utils.parsedate_to_datetime(text).timestamp())
-    except (TypeError, ValueError) as exc:
-        raise invalid_argument("Invalid date", "x-amz-if-match-last-modified-time", text) from exc
-
-
-def _element_seconds(text: str) -> int:
-    """LastModifiedTime in DeleteObjects: an HTTP date, as the SDKs send it, or ISO 8601."""
+def _http_date(text: str) -> int | None:
+    """Whole seconds of an HTTP date (how the SDKs send a conditional delete's time, in the
+    header and in DeleteObjects' LastModifiedTime alike); None if it is not one."""
     try:
         return int(email.utils.parsedate_to_datetime(text).timestamp())
     except (TypeError, ValueError):
-        pass
-    try:
-        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise S3Error("MalformedXML") from exc
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp())
+        return None
+
+
+def _http_seconds(text: str) -> int:
+    seconds = _http_date(text)
+    if seconds is None:
+        raise invalid_argument("Invalid date", "x-amz-if-match-last-modified-time", text)
+    return seconds
+
+
+def _element_seconds(text: str) -> int:
+    seconds = _http_date(text)
+    if seconds is None:
+        raise S3Error("MalformedXML")
+    return seconds
 
 
 def expiration_header(ctx: Context, obj: ObjectInfo) -> dict[str, str]:

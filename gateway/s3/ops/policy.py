@@ -16,11 +16,7 @@ MAX_POLICY_BODY = 64 * 1024
 
 
 def _stored(ctx: Context) -> str:
-    assert ctx.bucket_record is not None  # the dispatcher found it
-    text = ctx.bucket_record.settings.get(POLICY)
-    if text is None:
-        raise S3Error("NoSuchBucketPolicy", BucketName=ctx.bucket)
-    return text
+    return ctx.setting(POLICY, "NoSuchBucketPolicy")
 
 
 async def put_bucket_policy(ctx: Context) -> web.StreamResponse:

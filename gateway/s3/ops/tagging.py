@@ -59,10 +59,7 @@ async def delete_object_tagging(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_tagging(ctx: Context) -> web.StreamResponse:
-    assert ctx.bucket_record is not None
-    document = ctx.bucket_record.settings.get("tagging")
-    if document is None:
-        raise S3Error("NoSuchTagSet", BucketName=ctx.bucket)
+    document = ctx.setting("tagging", "NoSuchTagSet")
     return web.Response(body=document.encode(), content_type=_XML)
 
 
