@@ -206,6 +206,14 @@ async def resolve_bucket(store: Store, name: str) -> Bucket:
     return bucket
 
 
+def expect_owner(expected: str | None, bucket: Bucket) -> None:
+    """x-amz-expected-bucket-owner (x-amz-source-expected-bucket-owner for a copy's source):
+    403 when the bucket belongs to someone else, so a client never writes into, or reads
+    from, a bucket of the same name that another account created meanwhile."""
+    if expected is not None and expected != bucket.owner:
+        raise S3Error("AccessDenied")
+
+
 def _no_conditions(key: str) -> list[str] | None:
     return None
 

@@ -21,6 +21,7 @@ from .authorize import (
     as_listing,
     authorize,
     decide,
+    expect_owner,
     is_anonymous,
     needs_object,
     object_attrs,
@@ -133,6 +134,7 @@ class Dispatcher:
         else:
             bucket = await resolve_bucket(self.store, target.bucket)
             request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
+            expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
             if not form_post:  # PostObject authorises the form's signer itself
                 obj = None
                 if target.key is not None and needs_object(target.operation, bucket):

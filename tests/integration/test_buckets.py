@@ -190,3 +190,32 @@ def test_method_not_allowed_on_service(gateway):
     reply = raw.signed("PUT", f"{gateway.url}/")
     assert reply.status == 405
     assert reply.code == "MethodNotAllowed"
+
+
+def test_expected_bucket_owner(s3, bucket):
+    """x-amz-expected-bucket-owner names the owner the client expects: any other value is
+    403 and changes nothing; the right one (or none) goes through. Copies check their
+    source's owner by x-amz-source-expected-bucket-owner the same way."""
+    owner = s3.list_buckets()["Owner"]["ID"]
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"v1", ExpectedBucketOwner=owner)
+    for call, kw in [
+        (s3.list_objects_v2, {}),
+        (s3.put_object, {"Key": "kept", "Body": b"v2"}),
+        (s3.get_object, {"Key": "kept"}),
+        (s3.delete_object, {"Key": "kept"}),
+    ]:
+        with pytest.raises(ClientError) as exc:
+            call(Bucket=bucket, ExpectedBucketOwner=owner + "x", **kw)
+        assert error_code(exc) == "AccessDenied"
+        assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"v1"
+
+    source = {"Bucket": bucket, "Key": "kept"}
+    with pytest.raises(ClientError) as exc:
+        s3.copy_object(
+            Bucket=bucket, Key="copy", CopySource=source, ExpectedSourceBucketOwner="1" * 12
+        )
+    assert error_code(exc) == "AccessDenied"
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="copy")
+    s3.copy_object(Bucket=bucket, Key="copy", CopySource=source, ExpectedSourceBucketOwner=owner)
+    assert s3.get_object(Bucket=bucket, Key="copy")["Body"].read() == b"v1"

@@ -21,7 +21,7 @@ from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION, ObjectLock
 from ...store.versions import DeleteMarker
 from .. import conditions, retention, sse, tagging, xml
-from ..authorize import authorize_read, resolve_bucket
+from ..authorize import authorize_read, expect_owner, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
@@ -80,6 +80,7 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
     it with the x-amz-copy-source-version-id header the answer carries."""
     # The source is read with the caller's rights, as a GetObject of it would be.
     bucket = await resolve_bucket(ctx.store, ref.bucket)
+    expect_owner(ctx.headers.get("x-amz-source-expected-bucket-owner"), bucket)
     await authorize_read(ctx.store, ctx.user, bucket, ref.key, ref.version_id)
     version_id = check_version_id(ref.version_id, bucket)  # as GetObject judges ?versionId
     try:
