@@ -1,9 +1,11 @@
 """GetObjectAttributes: what HEAD tells of a version, and its parts, in one XML document.
 
 Only the attributes named in `x-amz-object-attributes` are returned. `ObjectParts` is for
-multipart objects; its `Part` list only when the parts had flexible checksums, as AWS answers
-("if an additional checksum ... isn't applied to the object ... the response doesn't return the
-Part element", the API model).
+multipart objects; its `Part` list only when the object's checksum is COMPOSITE, made of the
+parts' own ("if an additional checksum ... isn't applied to the object ... the response doesn't
+return the Part element", API_GetObjectAttributesParts.html). A FULL_OBJECT checksum is the
+whole object's: AWS answers the part count alone then, as for an upload without checksums
+(LocalStack's AWS recordings of Feb 2026, test_complete_multipart_parts_checksum_full_object).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ async def get_object_attributes(ctx: Context) -> web.StreamResponse:
 def _parts(ctx: Context, obj: ObjectInfo) -> list[xml.Node]:
     nodes: list[xml.Node] = [("PartsCount", len(obj.parts))]
     sums = obj.attrs.part_checksums
-    if not sums:
+    if not sums or obj.attrs.checksums.get("x-amz-checksum-type") != checksums.COMPOSITE:
         return nodes
     limit = _header_count(ctx, "x-amz-max-parts")
     marker = _header_count(ctx, "x-amz-part-number-marker", default=0)
