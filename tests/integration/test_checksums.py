@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import zlib
 
@@ -34,6 +35,37 @@ def test_default_boto3_checksum_is_stored_and_returned(s3, bucket):
     assert s3.head_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")["ChecksumCRC32"] == (
         crc32(data)
     )
+
+
+def test_copy_with_a_checksum_algorithm_computes_it(s3, bucket):
+    # AWS: a copy asked for another algorithm gets that algorithm's FULL_OBJECT checksum of
+    # the bytes, and every CopyObjectResult names the copy's checksum (LocalStack's AWS
+    # recordings of test_s3_copy_object_with_checksum).
+    data = b'{"key": "value"}'
+    s3.put_object(Bucket=bucket, Key="k", Body=data)  # CRC32, boto3's default
+    sha = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    copied = s3.copy_object(
+        Bucket=bucket,
+        Key="k",
+        CopySource=f"{bucket}/k",
+        ChecksumAlgorithm="SHA256",
+        MetadataDirective="REPLACE",
+    )["CopyObjectResult"]
+    assert (copied["ChecksumSHA256"], copied["ChecksumType"]) == (sha, "FULL_OBJECT")
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="k", ObjectAttributes=["Checksum"])
+    assert attrs["Checksum"] == {"ChecksumSHA256": sha, "ChecksumType": "FULL_OBJECT"}
+    # A plain copy keeps the source's checksum, and says so.
+    kept = s3.copy_object(Bucket=bucket, Key="d", CopySource=f"{bucket}/k")["CopyObjectResult"]
+    assert kept["ChecksumSHA256"] == sha
+    # The same algorithm as the source's whole-object one: kept, not recomputed differently.
+    again = s3.copy_object(
+        Bucket=bucket, Key="e", CopySource=f"{bucket}/d", ChecksumAlgorithm="SHA256"
+    )["CopyObjectResult"]
+    assert again["ChecksumSHA256"] == sha
+    crc = s3.copy_object(
+        Bucket=bucket, Key="f", CopySource=f"{bucket}/d", ChecksumAlgorithm="CRC32"
+    )["CopyObjectResult"]
+    assert crc["ChecksumCRC32"] == crc32(data) and "ChecksumSHA256" not in crc
 
 
 @pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
