@@ -46,7 +46,7 @@ async def get_object_attributes(ctx: Context) -> web.StreamResponse:
     if "ETag" in names:
         nodes.append(("ETag", obj.etag))  # unquoted, as AWS sends it here
     if "Checksum" in names and obj.attrs.checksums:
-        nodes.append(("Checksum", checksum_nodes(obj.attrs.checksums)))
+        nodes.append(("Checksum", checksum_nodes(_without_part_count(obj.attrs.checksums))))
     if "ObjectParts" in names and obj.parts:
         nodes.append(("ObjectParts", _parts(ctx, obj)))
     if "StorageClass" in names:
@@ -59,6 +59,19 @@ async def get_object_attributes(ctx: Context) -> web.StreamResponse:
         content_type="application/xml",
         headers=headers,
     )
+
+
+def _without_part_count(stored: dict[str, str]) -> dict[str, str]:
+    """A COMPOSITE checksum as GetObjectAttributes gives it: without the "-N" part count that
+    Complete, GET and HEAD show ("9o++...=-3" there is "9o++...=" here: LocalStack's AWS
+    recordings of test_complete_multipart_parts_checksum_composite, Feb 2026)."""
+    if stored.get("x-amz-checksum-type") != checksums.COMPOSITE:
+        return stored
+    out = {}
+    for name, value in stored.items():
+        head, dash, count = value.rpartition("-")
+        out[name] = head if dash and count.isdigit() and checksums.by_header(name) else value
+    return out
 
 
 def _parts(ctx: Context, obj: ObjectInfo) -> list[xml.Node]:
