@@ -68,6 +68,35 @@ def test_copy_with_a_checksum_algorithm_computes_it(s3, bucket):
     assert crc["ChecksumCRC32"] == crc32(data) and "ChecksumSHA256" not in crc
 
 
+def test_copy_of_a_composite_object_gets_a_full_object_checksum(s3, bucket):
+    # The copy is one part: AWS gives it the FULL_OBJECT checksum of the same algorithm
+    # (LocalStack's AWS recordings of test_complete_multipart_parts_checksum_composite).
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", ChecksumAlgorithm="SHA256")
+    bodies = [b"a" * (5 * 1024 * 1024), b"b" * 10]
+    parts = []
+    for n, body in enumerate(bodies, 1):
+        got = s3.upload_part(
+            Bucket=bucket,
+            Key="mp",
+            UploadId=up["UploadId"],
+            PartNumber=n,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+        )
+        sha = got["ChecksumSHA256"]
+        parts.append({"PartNumber": n, "ETag": got["ETag"], "ChecksumSHA256": sha})
+    done = s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up["UploadId"], MultipartUpload={"Parts": parts}
+    )
+    assert done["ChecksumType"] == "COMPOSITE" and done["ChecksumSHA256"].endswith("-2")
+    copied = s3.copy_object(Bucket=bucket, Key="c", CopySource=f"{bucket}/mp")
+    whole = base64.b64encode(hashlib.sha256(b"".join(bodies)).digest()).decode()
+    result = copied["CopyObjectResult"]
+    assert (result["ChecksumSHA256"], result["ChecksumType"]) == (whole, "FULL_OBJECT")
+    head = s3.head_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")
+    assert (head["ChecksumSHA256"], head["ChecksumType"]) == (whole, "FULL_OBJECT")
+
+
 @pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
 def test_each_algorithm(s3, bucket, algorithm):
     data = os.urandom(70_000)

@@ -137,6 +137,15 @@ def _requested_checksum(ctx: Context) -> checksums.Algorithm | None:
     return found
 
 
+def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:
+    """The algorithm of a source's COMPOSITE checksum: a copy is one part, so AWS gives it that
+    algorithm's FULL_OBJECT checksum of the bytes instead (LocalStack's AWS recordings of
+    test_complete_multipart_parts_checksum_composite, copy-obj-checksum, Feb 2026)."""
+    if source.attrs.checksums.get("x-amz-checksum-type") != checksums.COMPOSITE:
+        return None
+    return next((a for a in map(checksums.by_header, source.attrs.checksums) if a), None)
+
+
 async def _copy_checksum(
     ctx: Context, source: ObjectInfo, source_key: bytes | None, algorithm: checksums.Algorithm
 ) -> dict[str, str]:
@@ -296,9 +305,10 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         attrs = replace(
             attrs, tags=new_tags if tagging_directive == "REPLACE" else source.attrs.tags
         )
-        if wanted is not None:
+        algorithm = wanted or _composite_algorithm(source)
+        if algorithm is not None:
             try:
-                sums = await _copy_checksum(ctx, source, source_key, wanted)
+                sums = await _copy_checksum(ctx, source, source_key, algorithm)
             except SourceChanged:
                 continue
             attrs = replace(attrs, checksums=sums, part_checksums=())
