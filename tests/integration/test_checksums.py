@@ -97,6 +97,43 @@ def test_copy_of_a_composite_object_gets_a_full_object_checksum(s3, bucket):
     assert (head["ChecksumSHA256"], head["ChecksumType"]) == (whole, "FULL_OBJECT")
 
 
+@pytest.mark.parametrize("kind", ["COMPOSITE", "FULL_OBJECT"])
+def test_upload_part_copy_into_a_checksum_upload(s3, bucket, kind):
+    # AWS computes the copied range's checksum in the upload's algorithm, answers it, and
+    # Complete combines it like an uploaded part's (LocalStack's AWS recordings of
+    # test_multipart_upload_part_copy_checksum).
+    data = os.urandom(5 * 1024 * 1024 + 14)  # every part but the last is 5 MiB at least
+    s3.put_object(Bucket=bucket, Key="src", Body=data)
+    up = s3.create_multipart_upload(
+        Bucket=bucket, Key="mp", ChecksumAlgorithm="CRC32", ChecksumType=kind
+    )["UploadId"]
+    copied = s3.upload_part_copy(
+        Bucket=bucket, Key="mp", UploadId=up, PartNumber=1, CopySource=f"{bucket}/src"
+    )["CopyPartResult"]
+    assert copied["ChecksumCRC32"] == crc32(data)
+    listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=up)["Parts"]
+    assert listed[0]["ChecksumCRC32"] == crc32(data)
+    ranged = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="mp",
+        UploadId=up,
+        PartNumber=2,
+        CopySource=f"{bucket}/src",
+        CopySourceRange="bytes=5-6",
+    )["CopyPartResult"]
+    assert ranged["ChecksumCRC32"] == crc32(data[5:7])
+    parts = [
+        {"PartNumber": 1, "ETag": copied["ETag"], "ChecksumCRC32": copied["ChecksumCRC32"]},
+        {"PartNumber": 2, "ETag": ranged["ETag"], "ChecksumCRC32": ranged["ChecksumCRC32"]},
+    ]
+    done = s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={"Parts": parts}
+    )
+    assert done["ChecksumType"] == kind
+    if kind == "FULL_OBJECT":
+        assert done["ChecksumCRC32"] == crc32(data + data[5:7])
+
+
 @pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
 def test_each_algorithm(s3, bucket, algorithm):
     data = os.urandom(70_000)
