@@ -111,8 +111,9 @@ def test_upload_part_copy_into_a_checksum_upload(s3, bucket, kind):
         Bucket=bucket, Key="mp", UploadId=up, PartNumber=1, CopySource=f"{bucket}/src"
     )["CopyPartResult"]
     assert copied["ChecksumCRC32"] == crc32(data)
-    listed = s3.list_parts(Bucket=bucket, Key="mp", UploadId=up)["Parts"]
-    assert listed[0]["ChecksumCRC32"] == crc32(data)
+    listing = s3.list_parts(Bucket=bucket, Key="mp", UploadId=up)
+    assert (listing["ChecksumAlgorithm"], listing["ChecksumType"]) == ("CRC32", kind)
+    assert listing["Parts"][0]["ChecksumCRC32"] == crc32(data)
     ranged = s3.upload_part_copy(
         Bucket=bucket,
         Key="mp",

@@ -245,6 +245,9 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Initiator", ctx.owner(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
+            # The upload's checksum, as AWS's ListPartsResult names it.
+            ("ChecksumAlgorithm", algorithm.name if algorithm is not None else None),
+            ("ChecksumType", upload.attrs.checksums.get("type")),
             ("PartNumberMarker", marker),
             ("NextPartNumberMarker", parts[-1].number if parts else marker),
             ("MaxParts", limit),
