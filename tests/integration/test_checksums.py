@@ -261,6 +261,10 @@ def test_multipart_full_object_checksum(s3, bucket):
     got = s3.get_object(Bucket=bucket, Key="full", ChecksumMode="ENABLED")
     assert got["ChecksumCRC32C"] == result["ChecksumCRC32C"]
     assert got["Body"].read() == b"".join(parts)  # botocore validated the whole-object CRC
+    # The whole object's CRC vouches for no part alone: AWS sends none with a part.
+    part = s3.get_object(Bucket=bucket, Key="full", PartNumber=2, ChecksumMode="ENABLED")
+    assert "ChecksumCRC32C" not in part and "ChecksumType" not in part
+    assert part["Body"].read() == parts[1]
 
 
 def test_multipart_checksum_errors(s3, bucket):
