@@ -267,6 +267,41 @@ def test_multipart_full_object_checksum(s3, bucket):
     assert part["Body"].read() == parts[1]
 
 
+def test_complete_must_name_the_uploads_checksum_type(s3, bucket):
+    # AWS refuses a Complete whose x-amz-checksum-type is not the upload's ("null" for an
+    # upload without a checksum), and the upload stays (LocalStack's AWS recordings).
+    cases = [
+        ("CRC32C", "FULL_OBJECT", "COMPOSITE"),
+        ("CRC32", None, "FULL_OBJECT"),
+        (None, None, "FULL_OBJECT"),
+    ]
+    for algorithm, kind, named in cases:
+        created = {"ChecksumAlgorithm": algorithm} if algorithm else {}
+        typed = {"ChecksumType": kind} if kind else {}
+        up = s3.create_multipart_upload(Bucket=bucket, Key="k", **created, **typed)["UploadId"]
+        part = s3.upload_part(
+            Bucket=bucket, Key="k", UploadId=up, PartNumber=1, Body=b"abc", **created
+        )
+        listed = {"PartNumber": 1, "ETag": part["ETag"]}
+        if algorithm:
+            listed[f"Checksum{algorithm}"] = part[f"Checksum{algorithm}"]
+        with pytest.raises(ClientError) as exc:
+            s3.complete_multipart_upload(
+                Bucket=bucket,
+                Key="k",
+                UploadId=up,
+                ChecksumType=named,
+                MultipartUpload={"Parts": [listed]},
+            )
+        mode = kind or ("COMPOSITE" if algorithm else "null")
+        assert exc.value.response["Error"]["Code"] == "InvalidRequest"
+        assert exc.value.response["Error"]["Message"] == (
+            f"The upload was created using the {mode} checksum mode. The complete request must "
+            "use the same checksum mode."
+        )
+        assert s3.list_parts(Bucket=bucket, Key="k", UploadId=up)["Parts"]
+
+
 def test_multipart_checksum_errors(s3, bucket):
     upload = s3.create_multipart_upload(Bucket=bucket, Key="k", ChecksumAlgorithm="CRC32")
     with pytest.raises(ClientError) as exc:
