@@ -113,6 +113,8 @@ def test_upload_part_copy_into_a_checksum_upload(s3, bucket, kind):
     assert copied["ChecksumCRC32"] == crc32(data)
     listing = s3.list_parts(Bucket=bucket, Key="mp", UploadId=up)
     assert (listing["ChecksumAlgorithm"], listing["ChecksumType"]) == ("CRC32", kind)
+    (listed_upload,) = s3.list_multipart_uploads(Bucket=bucket)["Uploads"]
+    assert (listed_upload["ChecksumAlgorithm"], listed_upload["ChecksumType"]) == ("CRC32", kind)
     assert listing["Parts"][0]["ChecksumCRC32"] == crc32(data)
     ranged = s3.upload_part_copy(
         Bucket=bucket,

@@ -320,6 +320,9 @@ async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
                     ("Owner", owner),
                     ("StorageClass", "STANDARD"),
                     ("Initiated", xml.iso8601(u.initiated_ns)),
+                    # The upload's checksum, as AWS lists it.
+                    ("ChecksumAlgorithm", u.attrs.checksums.get("algorithm")),
+                    ("ChecksumType", u.attrs.checksums.get("type")),
                 ],
             )
         )
