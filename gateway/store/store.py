@@ -640,9 +640,10 @@ class Store:
         etag: str,
         learnt_md5: str | None = None,
         rewrap: crypto.Encryption | None = None,
+        checksum: str | None = None,
     ) -> Part:
         """A part over a slice of the source's extents: the bytes are not copied (`rewrap`:
-        as in copy_object)."""
+        as in copy_object; `checksum`: the slice's, in the upload's algorithm)."""
         extents = slice_extents(source.extents, start, length)
         if rewrap is not None:
             extents = self.rewrap(extents, rewrap)
@@ -659,6 +660,7 @@ class Store:
                 etag,
                 time.time_ns(),
                 extents,
+                checksum,
             )
             await _put_part(tx, part, [])
             return part

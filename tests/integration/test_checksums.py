@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import zlib
 
@@ -34,6 +35,106 @@ def test_default_boto3_checksum_is_stored_and_returned(s3, bucket):
     assert s3.head_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")["ChecksumCRC32"] == (
         crc32(data)
     )
+
+
+def test_copy_with_a_checksum_algorithm_computes_it(s3, bucket):
+    # AWS: a copy asked for another algorithm gets that algorithm's FULL_OBJECT checksum of
+    # the bytes, and every CopyObjectResult names the copy's checksum (LocalStack's AWS
+    # recordings of test_s3_copy_object_with_checksum).
+    data = b'{"key": "value"}'
+    s3.put_object(Bucket=bucket, Key="k", Body=data)  # CRC32, boto3's default
+    sha = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    copied = s3.copy_object(
+        Bucket=bucket,
+        Key="k",
+        CopySource=f"{bucket}/k",
+        ChecksumAlgorithm="SHA256",
+        MetadataDirective="REPLACE",
+    )["CopyObjectResult"]
+    assert (copied["ChecksumSHA256"], copied["ChecksumType"]) == (sha, "FULL_OBJECT")
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="k", ObjectAttributes=["Checksum"])
+    assert attrs["Checksum"] == {"ChecksumSHA256": sha, "ChecksumType": "FULL_OBJECT"}
+    # A plain copy keeps the source's checksum, and says so.
+    kept = s3.copy_object(Bucket=bucket, Key="d", CopySource=f"{bucket}/k")["CopyObjectResult"]
+    assert kept["ChecksumSHA256"] == sha
+    # The same algorithm as the source's whole-object one: kept, not recomputed differently.
+    again = s3.copy_object(
+        Bucket=bucket, Key="e", CopySource=f"{bucket}/d", ChecksumAlgorithm="SHA256"
+    )["CopyObjectResult"]
+    assert again["ChecksumSHA256"] == sha
+    crc = s3.copy_object(
+        Bucket=bucket, Key="f", CopySource=f"{bucket}/d", ChecksumAlgorithm="CRC32"
+    )["CopyObjectResult"]
+    assert crc["ChecksumCRC32"] == crc32(data) and "ChecksumSHA256" not in crc
+
+
+def test_copy_of_a_composite_object_gets_a_full_object_checksum(s3, bucket):
+    # The copy is one part: AWS gives it the FULL_OBJECT checksum of the same algorithm
+    # (LocalStack's AWS recordings of test_complete_multipart_parts_checksum_composite).
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", ChecksumAlgorithm="SHA256")
+    bodies = [b"a" * (5 * 1024 * 1024), b"b" * 10]
+    parts = []
+    for n, body in enumerate(bodies, 1):
+        got = s3.upload_part(
+            Bucket=bucket,
+            Key="mp",
+            UploadId=up["UploadId"],
+            PartNumber=n,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+        )
+        sha = got["ChecksumSHA256"]
+        parts.append({"PartNumber": n, "ETag": got["ETag"], "ChecksumSHA256": sha})
+    done = s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up["UploadId"], MultipartUpload={"Parts": parts}
+    )
+    assert done["ChecksumType"] == "COMPOSITE" and done["ChecksumSHA256"].endswith("-2")
+    copied = s3.copy_object(Bucket=bucket, Key="c", CopySource=f"{bucket}/mp")
+    whole = base64.b64encode(hashlib.sha256(b"".join(bodies)).digest()).decode()
+    result = copied["CopyObjectResult"]
+    assert (result["ChecksumSHA256"], result["ChecksumType"]) == (whole, "FULL_OBJECT")
+    head = s3.head_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")
+    assert (head["ChecksumSHA256"], head["ChecksumType"]) == (whole, "FULL_OBJECT")
+
+
+@pytest.mark.parametrize("kind", ["COMPOSITE", "FULL_OBJECT"])
+def test_upload_part_copy_into_a_checksum_upload(s3, bucket, kind):
+    # AWS computes the copied range's checksum in the upload's algorithm, answers it, and
+    # Complete combines it like an uploaded part's (LocalStack's AWS recordings of
+    # test_multipart_upload_part_copy_checksum).
+    data = os.urandom(5 * 1024 * 1024 + 14)  # every part but the last is 5 MiB at least
+    s3.put_object(Bucket=bucket, Key="src", Body=data)
+    up = s3.create_multipart_upload(
+        Bucket=bucket, Key="mp", ChecksumAlgorithm="CRC32", ChecksumType=kind
+    )["UploadId"]
+    copied = s3.upload_part_copy(
+        Bucket=bucket, Key="mp", UploadId=up, PartNumber=1, CopySource=f"{bucket}/src"
+    )["CopyPartResult"]
+    assert copied["ChecksumCRC32"] == crc32(data)
+    listing = s3.list_parts(Bucket=bucket, Key="mp", UploadId=up)
+    assert (listing["ChecksumAlgorithm"], listing["ChecksumType"]) == ("CRC32", kind)
+    (listed_upload,) = s3.list_multipart_uploads(Bucket=bucket)["Uploads"]
+    assert (listed_upload["ChecksumAlgorithm"], listed_upload["ChecksumType"]) == ("CRC32", kind)
+    assert listing["Parts"][0]["ChecksumCRC32"] == crc32(data)
+    ranged = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="mp",
+        UploadId=up,
+        PartNumber=2,
+        CopySource=f"{bucket}/src",
+        CopySourceRange="bytes=5-6",
+    )["CopyPartResult"]
+    assert ranged["ChecksumCRC32"] == crc32(data[5:7])
+    parts = [
+        {"PartNumber": 1, "ETag": copied["ETag"], "ChecksumCRC32": copied["ChecksumCRC32"]},
+        {"PartNumber": 2, "ETag": ranged["ETag"], "ChecksumCRC32": ranged["ChecksumCRC32"]},
+    ]
+    done = s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={"Parts": parts}
+    )
+    assert done["ChecksumType"] == kind
+    if kind == "FULL_OBJECT":
+        assert done["ChecksumCRC32"] == crc32(data + data[5:7])
 
 
 @pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"])
@@ -162,6 +263,45 @@ def test_multipart_full_object_checksum(s3, bucket):
     got = s3.get_object(Bucket=bucket, Key="full", ChecksumMode="ENABLED")
     assert got["ChecksumCRC32C"] == result["ChecksumCRC32C"]
     assert got["Body"].read() == b"".join(parts)  # botocore validated the whole-object CRC
+    # The whole object's CRC vouches for no part alone: AWS sends none with a part.
+    part = s3.get_object(Bucket=bucket, Key="full", PartNumber=2, ChecksumMode="ENABLED")
+    assert "ChecksumCRC32C" not in part and "ChecksumType" not in part
+    assert part["Body"].read() == parts[1]
+
+
+def test_complete_must_name_the_uploads_checksum_type(s3, bucket):
+    # AWS refuses a Complete whose x-amz-checksum-type is not the upload's ("null" for an
+    # upload without a checksum), and the upload stays (LocalStack's AWS recordings).
+    cases = [
+        ("CRC32C", "FULL_OBJECT", "COMPOSITE"),
+        ("CRC32", None, "FULL_OBJECT"),
+        (None, None, "FULL_OBJECT"),
+    ]
+    for algorithm, kind, named in cases:
+        created = {"ChecksumAlgorithm": algorithm} if algorithm else {}
+        typed = {"ChecksumType": kind} if kind else {}
+        up = s3.create_multipart_upload(Bucket=bucket, Key="k", **created, **typed)["UploadId"]
+        part = s3.upload_part(
+            Bucket=bucket, Key="k", UploadId=up, PartNumber=1, Body=b"abc", **created
+        )
+        listed = {"PartNumber": 1, "ETag": part["ETag"]}
+        if algorithm:
+            listed[f"Checksum{algorithm}"] = part[f"Checksum{algorithm}"]
+        with pytest.raises(ClientError) as exc:
+            s3.complete_multipart_upload(
+                Bucket=bucket,
+                Key="k",
+                UploadId=up,
+                ChecksumType=named,
+                MultipartUpload={"Parts": [listed]},
+            )
+        mode = kind or ("COMPOSITE" if algorithm else "null")
+        assert exc.value.response["Error"]["Code"] == "InvalidRequest"
+        assert exc.value.response["Error"]["Message"] == (
+            f"The upload was created using the {mode} checksum mode. The complete request must "
+            "use the same checksum mode."
+        )
+        assert s3.list_parts(Bucket=bucket, Key="k", UploadId=up)["Parts"]
 
 
 def test_multipart_checksum_errors(s3, bucket):

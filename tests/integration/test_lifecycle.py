@@ -1,14 +1,16 @@
 """Lifecycle through boto3: configurations checked as AWS checks them, `x-amz-expiration`, and
 rules that run — a gateway whose lifecycle day lasts two seconds expires objects (by prefix,
-tag and size), noncurrent versions past the newest kept, a delete marker left alone, and an
-incomplete upload, through the real background worker of its two processes; fsck is clean
-after."""
+tag and size), noncurrent versions past the newest kept, a delete marker left alone (at once, or
+once Expiration Days have passed), and an incomplete upload, through the real background worker
+of its two processes; the data folder is clean and `s3gw fsck --deep` passes after."""
 
 from __future__ import annotations
 
 import datetime
 import itertools
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,6 +206,30 @@ def test_rules_run_and_leave_a_clean_folder(fast: GatewayProcess, tmp_path: Path
     ]
     s3.put_bucket_lifecycle_configuration(Bucket=versioned, LifecycleConfiguration={"Rules": rules})
 
+    # Expiration Days also removes a delete marker left alone, once the marker is that old
+    # (userguide/ManagingDelMarkers.html); its noncurrent version goes first, after one day.
+    marked = new_bucket(s3)
+    s3.put_bucket_versioning(Bucket=marked, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=marked, Key="d/a", Body=b"a")
+    s3.delete_object(Bucket=marked, Key="d/a")
+    rules = [
+        rule(
+            ID="days",
+            Filter={"Prefix": "d/"},
+            NoncurrentVersionExpiration={"NoncurrentDays": 1},
+            Expiration={"Days": 5},
+        )
+    ]
+    s3.put_bucket_lifecycle_configuration(Bucket=marked, LifecycleConfiguration={"Rules": rules})
+
+    def marked_left() -> tuple[int, int]:
+        listed = s3.list_object_versions(Bucket=marked)
+        return len(listed.get("Versions", [])), len(listed.get("DeleteMarkers", []))
+
+    eventually(lambda: marked_left()[0] == 0)
+    assert marked_left() == (0, 1)  # the marker is younger than five days
+    eventually(lambda: marked_left() == (0, 0))
+
     eventually(lambda: keys(s3, plain) == ["big/2", "keep/c", "untagged"])
     eventually(lambda: not s3.list_multipart_uploads(Bucket=plain).get("Uploads"))
 
@@ -221,3 +247,10 @@ def test_rules_run_and_leave_a_clean_folder(fast: GatewayProcess, tmp_path: Path
     assert s3.get_object(Bucket=plain, Key="keep/c")["Body"].read() == b"data"
     fast.stop()
     inspect(fast.data).assert_clean()
+    fsck = subprocess.run(
+        [sys.executable, "-m", "gateway", "fsck", "--data", str(fast.data), "--deep"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr

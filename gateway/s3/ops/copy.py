@@ -8,7 +8,10 @@ and hashed once, and the MD5 is remembered on the source, as DESIGN.md's idea 2 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
@@ -16,16 +19,16 @@ from aiohttp import web
 
 from ... import digest, metrics
 from ...limits import MAX_COPY_SIZE
-from ...store import ObjectAttrs, ObjectInfo, StagedBlob, crypto
+from ...store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob, crypto
 from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION, ObjectLock
 from ...store.versions import DeleteMarker
-from .. import conditions, retention, sse, tagging, xml
+from .. import checksums, conditions, retention, sse, tagging, xml
 from ..authorize import authorize_read, expect_owner, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..ranges import byte_offset
-from .multipart import part_encryption
+from .multipart import checksum_nodes, part_encryption
 from .objects import attrs_from_headers, check_key, check_version_id, part_number
 
 ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
@@ -120,6 +123,62 @@ async def _whole_md5(
     return computed, computed if source.attrs.sse_key is None else None
 
 
+def _requested_checksum(ctx: Context) -> checksums.Algorithm | None:
+    """CopyObject's x-amz-checksum-algorithm: the checksum the copy is to have."""
+    name = ctx.headers.get("x-amz-checksum-algorithm")
+    if name is None:
+        return None
+    found = checksums.algorithm(name)
+    if found is None:
+        raise S3Error(
+            "InvalidRequest",
+            "Checksum algorithm provided is unsupported. Please try again with any of the valid "
+            "types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]",
+        )
+    return found
+
+
+def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:
+    """The algorithm of a source's COMPOSITE checksum: a copy is one part, so AWS gives it that
+    algorithm's FULL_OBJECT checksum of the bytes instead (LocalStack's AWS recordings of
+    test_complete_multipart_parts_checksum_composite, copy-obj-checksum, Feb 2026)."""
+    if source.attrs.checksums.get("x-amz-checksum-type") != checksums.COMPOSITE:
+        return None
+    return next((a for a in map(checksums.by_header, source.attrs.checksums) if a), None)
+
+
+async def _range_checksum(
+    ctx: Context,
+    source: ObjectInfo,
+    source_key: bytes | None,
+    algorithm: checksums.Algorithm,
+    start: int,
+    length: int,
+) -> str:
+    """The checksum of a range of the source's bytes, read and hashed off the event loop."""
+    checksum = algorithm.new()
+    loop = asyncio.get_running_loop()
+    async with _opened(ctx, source, source_key) as reader:
+        async for piece in reader.chunks(start, length):
+            await loop.run_in_executor(ctx.store.pool, checksum.update, piece)
+    return checksum.value()
+
+
+async def _copy_checksum(
+    ctx: Context, source: ObjectInfo, source_key: bytes | None, algorithm: checksums.Algorithm
+) -> dict[str, str]:
+    """The copy's checksum headers under `algorithm`: the source's own when it has that
+    algorithm's whole-object value, else computed from the source's bytes. AWS answers a copy
+    asked for another algorithm with that algorithm's FULL_OBJECT checksum (LocalStack's AWS
+    recordings of test_s3_copy_object_with_checksum, Feb 2026)."""
+    kind = source.attrs.checksums.get("x-amz-checksum-type", checksums.FULL_OBJECT)
+    known = source.attrs.checksums.get(algorithm.header)
+    if known is not None and kind == checksums.FULL_OBJECT:
+        return {algorithm.header: known, "x-amz-checksum-type": checksums.FULL_OBJECT}
+    value = await _range_checksum(ctx, source, source_key, algorithm, 0, source.size)
+    return {algorithm.header: value, "x-amz-checksum-type": checksums.FULL_OBJECT}
+
+
 def _reuses_ciphertext(source: ObjectInfo, dest: sse.Requested) -> bool:
     """Can the destination share the source's blobs (metadata only)? Plain to plain; server-
     managed keys on both sides (the data keys are wrapped again); the same customer key on
@@ -147,13 +206,22 @@ async def _reencrypt(
     dest: sse.Requested,
 ) -> StagedBlob:
     """Stream the source's plaintext (a range of it) through a new blob under `dest`."""
+    async with _opened(ctx, source, source_key) as reader:
+        return await ctx.store.stage(reader.chunks(start, length), (), dest.encryption)
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    ctx: Context, source: ObjectInfo, source_key: bytes | None
+) -> AsyncIterator[ObjectReader]:
+    """The source's bytes, open for reading (SourceChanged if they went meanwhile)."""
     reader = ctx.store.reader(source, source_key)
     try:
         try:
             await reader.open()
         except FileNotFoundError as exc:
             raise SourceChanged() from exc
-        return await ctx.store.stage(reader.chunks(start, length), (), dest.encryption)
+        yield reader
     finally:
         reader.close()
 
@@ -190,8 +258,16 @@ async def _copy_object(
     )
 
 
-def _result(root: str, etag: str, mtime_ns: int, headers: dict[str, str]) -> web.Response:
-    body = xml.render(root, [("LastModified", xml.iso8601(mtime_ns)), ("ETag", digest.quote(etag))])
+def _result(
+    root: str,
+    etag: str,
+    mtime_ns: int,
+    headers: dict[str, str],
+    checksum: dict[str, str] | None = None,
+) -> web.Response:
+    # A copy's result names its checksum, as AWS's CopyObjectResult does.
+    nodes: list[xml.Node] = [("LastModified", xml.iso8601(mtime_ns)), ("ETag", digest.quote(etag))]
+    body = xml.render(root, nodes + checksum_nodes(checksum or {}))
     return web.Response(body=body, content_type="application/xml", headers=headers)
 
 
@@ -212,6 +288,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     # A copy never takes the source's lock: what the request asks for, or the bucket default.
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     dest = sse.requested(ctx)
+    wanted = _requested_checksum(ctx)
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
@@ -242,6 +319,13 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         attrs = replace(
             attrs, tags=new_tags if tagging_directive == "REPLACE" else source.attrs.tags
         )
+        algorithm = wanted or _composite_algorithm(source)
+        if algorithm is not None:
+            try:
+                sums = await _copy_checksum(ctx, source, source_key, algorithm)
+            except SourceChanged:
+                continue
+            attrs = replace(attrs, checksums=sums, part_checksums=())
         attrs = ctx.with_acl(attrs)
         # The destination's encryption is the request's (or its bucket's default), never
         # the source's.
@@ -253,7 +337,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         if obj.version_id != NULL_VERSION:
             answer["x-amz-version-id"] = obj.version_id
         answer.update(sse.echo(obj.attrs, context=True))
-        return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer)
+        return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer, obj.attrs.checksums)
     raise S3Error("SlowDown")
 
 
@@ -289,6 +373,11 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     dest = part_encryption(ctx, upload)
+    # An upload with a checksum algorithm needs every part's (Complete combines them): AWS
+    # computes the copied range's and answers it in CopyPartResult (LocalStack's AWS
+    # recordings of test_multipart_upload_part_copy_checksum).
+    name = upload.attrs.checksums.get("algorithm")
+    algorithm = checksums.algorithm(name) if name else None
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
@@ -301,12 +390,16 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
             )
         answer.update(sse.echo(upload.attrs))
         try:
+            value = None
+            if algorithm is not None:
+                value = await _range_checksum(ctx, source, source_key, algorithm, start, length)
+            sums = {algorithm.header: value} if algorithm is not None and value else {}
             if not _reuses_ciphertext(source, dest):
                 blob = await _reencrypt(ctx, source, source_key, start, length, dest)
                 part = await ctx.store.upload_part(
-                    upload, number, blob, None, dest.etag(blob.md5.hex())
+                    upload, number, blob, value, dest.etag(blob.md5.hex())
                 )
-                return _result("CopyPartResult", part.etag, part.mtime_ns, answer)
+                return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
             learnt = None
             if not dest.etag_is_md5:
                 etag = dest.etag("")
@@ -318,11 +411,11 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
                 etag = md5.hex()
             rewrap = dest.encryption if dest.server_managed else None
             part = await ctx.store.upload_part_copy(
-                upload, number, source, start, length, etag, learnt, rewrap
+                upload, number, source, start, length, etag, learnt, rewrap, value
             )
         except SourceChanged:
             continue
-        return _result("CopyPartResult", part.etag, part.mtime_ns, answer)
+        return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
     raise S3Error("SlowDown")
 
 

@@ -146,6 +146,16 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     def object_checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
         """The object's checksum from its parts' (COMPOSITE or FULL_OBJECT, as the upload
         asked); every part must have had one, matching what Complete names."""
+        kind = upload.attrs.checksums.get("type")
+        named_kind = ctx.headers.get("x-amz-checksum-type")
+        if named_kind is not None and named_kind.strip().upper() != kind:
+            # AWS's words, "null" for an upload created without a checksum (LocalStack's AWS
+            # recordings of test_multipart_parts_checksum_exceptions_*, Feb 2026).
+            raise S3Error(
+                "InvalidRequest",
+                f"The upload was created using the {kind or 'null'} checksum mode. The "
+                "complete request must use the same checksum mode.",
+            )
         algorithm = _algorithm(upload)
         if algorithm is None:
             return {}
@@ -162,7 +172,6 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             if named is not None and named != part.checksum:
                 raise S3Error("InvalidPart", UploadId=upload.id, PartNumber=part.number)
         pairs = [(p.checksum, p.size) for p in parts if p.checksum is not None]
-        kind = upload.attrs.checksums["type"]
         if kind == checksums.COMPOSITE:
             value = checksums.composite(algorithm, [v for v, _ in pairs])
         else:
@@ -245,6 +254,9 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Initiator", ctx.owner(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
+            # The upload's checksum, as AWS's ListPartsResult names it.
+            ("ChecksumAlgorithm", algorithm.name if algorithm is not None else None),
+            ("ChecksumType", upload.attrs.checksums.get("type")),
             ("PartNumberMarker", marker),
             ("NextPartNumberMarker", parts[-1].number if parts else marker),
             ("MaxParts", limit),
@@ -308,6 +320,9 @@ async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
                     ("Owner", owner),
                     ("StorageClass", "STANDARD"),
                     ("Initiated", xml.iso8601(u.initiated_ns)),
+                    # The upload's checksum, as AWS lists it.
+                    ("ChecksumAlgorithm", u.attrs.checksums.get("algorithm")),
+                    ("ChecksumType", u.attrs.checksums.get("type")),
                 ],
             )
         )
