@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import hmac
@@ -15,12 +16,14 @@ import json
 import os
 import secrets
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .. import digest
 
 CHUNK = 64 * 1024  # plaintext bytes per chunk
 TAG = 16
@@ -49,6 +52,168 @@ def stored_size(size: int) -> int:
     return size + TAG * -(-size // CHUNK)
 
 
+# --- AES-256-GCM ----------------------------------------------------------------------------
+
+_c_void_p, _c_char_p, _c_int = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+_GCM_PROTOTYPES: dict[str, tuple[type | None, list[type]]] = {
+    "EVP_CIPHER_fetch": (_c_void_p, [_c_void_p, _c_char_p, _c_char_p]),
+    "EVP_CIPHER_CTX_new": (_c_void_p, []),
+    "EVP_CIPHER_CTX_free": (None, [_c_void_p]),
+    "EVP_CIPHER_CTX_ctrl": (_c_int, [_c_void_p, _c_int, _c_int, _c_void_p]),
+    "EVP_EncryptInit_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_char_p, _c_char_p]),
+    "EVP_EncryptUpdate": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int]),
+    "EVP_EncryptFinal_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
+    "EVP_DecryptInit_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_char_p, _c_char_p]),
+    "EVP_DecryptUpdate": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int]),
+    "EVP_DecryptFinal_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
+    "ERR_clear_error": (None, []),
+}
+_GET_TAG, _SET_TAG = 0x10, 0x11  # EVP_CTRL_AEAD_GET_TAG / EVP_CTRL_AEAD_SET_TAG
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.argtypes, _new_bytes.restype = [_c_void_p, ctypes.c_ssize_t], ctypes.py_object
+
+
+class OpenSSLGcm:
+    """AES-256-GCM on the system libcrypto (the one digest.py loads), through ctypes.
+
+    `cryptography`'s AESGCM holds the GIL while it encrypts, so sealing a batch in the pool
+    stopped the event loop (and MD5) from running beside it (docs/encryption.md). Here the
+    updates that do the work, one per 64 KiB chunk, are ctypes.CDLL calls, which release the
+    GIL; the short calls around them (IV, final, tag: well under a microsecond each) keep it,
+    as digest.py does, so that a chunk costs one GIL hand-over, not four. The cipher is
+    fetched once per process (EVP_CIPHER_fetch takes the provider store's lock, as MD5's
+    fetch does); each call gets its own context with the key schedule set once, then only
+    the IV changes per chunk."""
+
+    def __init__(self) -> None:
+        path = digest.libcrypto_path()
+        user = "AES-GCM on libcrypto"
+        self.released = digest.bind(ctypes.CDLL, path, _GCM_PROTOTYPES, user)
+        self.held = held = digest.bind(ctypes.PyDLL, path, _GCM_PROTOTYPES, user)
+        held.ERR_clear_error()
+        cipher = held.EVP_CIPHER_fetch(None, b"AES-256-GCM", None)
+        if not cipher:
+            held.ERR_clear_error()
+            raise digest.DigestError(f"{path} offers no AES-256-GCM")
+        self.cipher: int = cipher  # never freed: used until the process ends
+
+    @contextlib.contextmanager
+    def _keyed(self, init: Callable[..., int], key: bytes) -> Iterator[int]:
+        """A new context with `key`'s schedule set by `init` (EVP_EncryptInit_ex or
+        EVP_DecryptInit_ex), freed afterwards."""
+        held = self.held
+        ctx = held.EVP_CIPHER_CTX_new()
+        if not ctx:
+            raise MemoryError("EVP_CIPHER_CTX_new failed")
+        try:
+            if not init(ctx, self.cipher, None, key, None):
+                held.ERR_clear_error()
+                raise OSError("libcrypto refused an AES-256-GCM key")
+            yield ctx
+        finally:
+            held.EVP_CIPHER_CTX_free(ctx)
+
+    def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
+        """Chunk n of `data` encrypted under nonces[n], each followed by its tag."""
+        size = len(data)
+        out = _new_bytes(None, stored_size(size))
+        held, released = self.held, self.released
+        outl = ctypes.byref(_c_int())
+        with (
+            self._keyed(held.EVP_EncryptInit_ex, key) as ctx,
+            digest.pinned(data) as (src, _),
+            digest.pinned(out) as (dst, _),
+        ):
+            for n, at in enumerate(range(0, size, CHUNK)):
+                length = min(CHUNK, size - at)
+                put = dst + n * SEALED_CHUNK
+                update = released if length >= digest.GIL_MINSIZE else held
+                if not (
+                    held.EVP_EncryptInit_ex(ctx, None, None, None, nonces[n])
+                    and update.EVP_EncryptUpdate(ctx, put, outl, src + at, length)
+                    and held.EVP_EncryptFinal_ex(ctx, put + length, outl)
+                    and held.EVP_CIPHER_CTX_ctrl(ctx, _GET_TAG, TAG, put + length)
+                ):
+                    held.ERR_clear_error()
+                    raise OSError("AES-GCM encryption failed in libcrypto")
+        return out
+
+    def open(self, key: bytes, nonces: Sequence[bytes], sealed: bytes | memoryview) -> bytes:
+        """The plaintext of stored chunks (_ChunkFailed names the first that fails its tag)."""
+        size = len(sealed)
+        count = -(-size // SEALED_CHUNK)
+        if count and size - (count - 1) * SEALED_CHUNK < TAG:
+            raise _ChunkFailed(count - 1)
+        out = _new_bytes(None, size - TAG * count)
+        held, released = self.held, self.released
+        outl = ctypes.byref(_c_int())
+        with (
+            self._keyed(held.EVP_DecryptInit_ex, key) as ctx,
+            digest.pinned(sealed) as (src, _),
+            digest.pinned(out) as (dst, _),
+        ):
+            for n in range(count):
+                get = src + n * SEALED_CHUNK
+                put = dst + n * CHUNK
+                length = min(SEALED_CHUNK, size - n * SEALED_CHUNK) - TAG
+                update = released if length >= digest.GIL_MINSIZE else held
+                if not (
+                    held.EVP_DecryptInit_ex(ctx, None, None, None, nonces[n])
+                    and update.EVP_DecryptUpdate(ctx, put, outl, get, length)
+                    and held.EVP_CIPHER_CTX_ctrl(ctx, _SET_TAG, TAG, get + length)
+                    and held.EVP_DecryptFinal_ex(ctx, put + length, outl) > 0
+                ):
+                    held.ERR_clear_error()
+                    raise _ChunkFailed(n)
+        return out
+
+
+class _ChunkFailed(Exception):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class CryptographyGcm:
+    """AES-256-GCM through `cryptography` (holds the GIL): where libcrypto cannot serve."""
+
+    def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
+        aead = AESGCM(key)
+        view = memoryview(data)
+        return b"".join(
+            aead.encrypt(nonces[n], view[at : at + CHUNK], None)
+            for n, at in enumerate(range(0, len(view), CHUNK))
+        )
+
+    def open(self, key: bytes, nonces: Sequence[bytes], sealed: bytes | memoryview) -> bytes:
+        aead = AESGCM(key)
+        view = memoryview(sealed)
+        out = []
+        for n, at in enumerate(range(0, len(view), SEALED_CHUNK)):
+            try:
+                out.append(aead.decrypt(nonces[n], view[at : at + SEALED_CHUNK], None))
+            except InvalidTag:
+                raise _ChunkFailed(n) from None
+        return b"".join(out)
+
+
+Gcm = OpenSSLGcm | CryptographyGcm
+
+
+def _choose_gcm() -> tuple[Gcm, str]:
+    try:
+        return OpenSSLGcm(), "openssl"
+    except (digest.DigestError, OSError, AttributeError) as exc:
+        return CryptographyGcm(), f"cryptography ({exc})"
+
+
+_gcm, GCM_BACKEND = _choose_gcm()
+
+
+def gcm_backend() -> str:
+    """Which AES-GCM encrypts chunks here: `openssl`, or `cryptography (why not openssl)`."""
+    return GCM_BACKEND
+
+
 @dataclass(frozen=True)
 class DataKey:
     """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i."""
@@ -60,32 +225,25 @@ class DataKey:
     def generate() -> DataKey:
         return DataKey(secrets.token_bytes(KEY_BYTES), secrets.token_bytes(PREFIX_BYTES))
 
-    def _nonce(self, index: int) -> bytes:
-        if not 0 <= index < MAX_CHUNKS:
+    def _nonces(self, first: int, count: int) -> list[bytes]:
+        if first < 0 or first + count > MAX_CHUNKS:
             raise ValueError("a blob has at most 2**32 chunks")
-        return self.prefix + index.to_bytes(4, "big")
+        prefix = self.prefix
+        return [prefix + i.to_bytes(4, "big") for i in range(first, first + count)]
 
-    def seal(self, data: bytes | memoryview, first: int) -> bytes:
+    def seal(self, data: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
         possibly the last)."""
-        aead = AESGCM(self.key)
-        view = memoryview(data)
-        return b"".join(
-            aead.encrypt(self._nonce(first + n), view[at : at + CHUNK], None)
-            for n, at in enumerate(range(0, len(view), CHUNK))
-        )
+        nonces = self._nonces(first, -(-len(data) // CHUNK))
+        return (gcm or _gcm).seal(self.key, nonces, data)
 
-    def open(self, sealed: bytes | memoryview, first: int) -> bytes:
+    def open(self, sealed: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Decrypt stored chunks that start with the blob's chunk `first`."""
-        aead = AESGCM(self.key)
-        view = memoryview(sealed)
-        out = []
-        for n, at in enumerate(range(0, len(view), SEALED_CHUNK)):
-            try:
-                out.append(aead.decrypt(self._nonce(first + n), view[at : at + SEALED_CHUNK], None))
-            except InvalidTag:
-                raise Tampered(f"chunk {first + n} of an encrypted blob fails its tag") from None
-        return b"".join(out)
+        nonces = self._nonces(first, -(-len(sealed) // SEALED_CHUNK))
+        try:
+            return (gcm or _gcm).open(self.key, nonces, sealed)
+        except _ChunkFailed as failed:
+            raise Tampered(f"chunk {first + failed.n} of an encrypted blob fails its tag") from None
 
 
 # --- wrapping data keys ---------------------------------------------------------------------
