@@ -15,6 +15,7 @@ import secrets
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from xml.etree.ElementTree import Element
 
 from .. import digest
 from ..config import Settings, StartError, setting_name
@@ -221,8 +222,13 @@ def for_write(
                 method,
             )
         default = default_rule(settings)
-        if default is not None and "SSE-C" in default.blocked:
-            raise S3Error("AccessDenied", "SSE-C is blocked for this bucket")
+        if default is not None and default.blocks_sse_c:
+            # AWS's words (blocking-unblocking-s3-c-encryption-gpb.html): 403 AccessDenied.
+            raise S3Error(
+                "AccessDenied",
+                "Requests specifying Server Side Encryption with Customer provided keys are "
+                "blocked for this bucket.",
+            )
         return _customer(key)
     if method is None:
         if key_id is not None:
@@ -232,7 +238,7 @@ def for_write(
                 SSE,
             )
         default = default_rule(settings)
-        if default is None:
+        if default is None or default.algorithm is None:
             return PLAIN
         if default.algorithm == ALGORITHM:
             return _sse_s3(_keys(keyring))
@@ -338,10 +344,21 @@ def _transport(ctx: Context) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class DefaultRule:
-    algorithm: str  # AES256 or aws:kms
+    algorithm: str | None  # AES256 or aws:kms; None: no default encryption, only blocking
     kms_key: str | None = None
     bucket_key: bool = False
     blocked: tuple[str, ...] = ()  # BlockedEncryptionTypes: SSE-C, or NONE
+
+    @property
+    def blocks_sse_c(self) -> bool:
+        return "SSE-C" in self.blocked
+
+
+# A new bucket's "encryption" setting unless --bucket-defaults legacy: AWS has disabled SSE-C
+# on every new general purpose bucket since April 2026 (blocking-unblocking-s3-c-encryption-
+# gpb.html). The rule names no default algorithm: objects here are encrypted only when asked
+# (docs/encryption.md, "The default"), and the document must not claim otherwise.
+SSE_C_BLOCKED = DefaultRule(None, blocked=("SSE-C",))
 
 
 def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
@@ -354,9 +371,13 @@ def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
     if len(rules) != 1:
         raise S3Error("MalformedXML")
     rule = rules[0]
+    blocked = _blocked_types(rule)
     apply = rule.find("ApplyServerSideEncryptionByDefault")
     if apply is None:
-        raise S3Error("MalformedXML")
+        # The model makes every member of a Rule optional: a rule may only (un)block SSE-C.
+        if rule.find("BlockedEncryptionTypes") is None:
+            raise S3Error("MalformedXML")
+        return DefaultRule(None, blocked=blocked)
     algorithm = (child_text(apply, "SSEAlgorithm") or "").strip()
     kms_key = child_text(apply, "KMSMasterKeyID")
     if algorithm not in (ALGORITHM, KMS):
@@ -372,6 +393,10 @@ def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
     if algorithm == KMS and kms_key is not None and keyring is not None:
         _kms(_keys(keyring), kms_key.strip(), None, False)  # unknown or disabled: refused now
     bucket_key = (child_text(rule, "BucketKeyEnabled") or "").strip().lower() == "true"
+    return DefaultRule(algorithm, kms_key.strip() if kms_key else None, bucket_key, blocked)
+
+
+def _blocked_types(rule: Element) -> tuple[str, ...]:
     blocked: list[str] = []
     block = rule.find("BlockedEncryptionTypes")
     if block is not None:
@@ -380,13 +405,29 @@ def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
             if value not in ("SSE-C", "NONE"):
                 raise S3Error("MalformedXML")
             blocked.append(value)
-    return DefaultRule(algorithm, kms_key.strip() if kms_key else None, bucket_key, tuple(blocked))
+    return tuple(blocked)
+
+
+def replace_configuration(
+    current: DefaultRule | None, new: DefaultRule | None
+) -> DefaultRule | None:
+    """The bucket's rule after PutBucketEncryption (`new`) or DeleteBucketEncryption (None).
+    Whether SSE-C is blocked changes only when a request names BlockedEncryptionTypes: AWS
+    has SSE-C enabled only deliberately ("explicitly enable it by updating the default
+    encryption configuration"), so a default-encryption change that does not mention it, or
+    a delete, leaves a blocked bucket blocked."""
+    kept = current.blocked if current is not None else ()
+    if new is None:
+        return replace(SSE_C_BLOCKED, blocked=kept) if "SSE-C" in kept else None
+    return new if new.blocked else replace(new, blocked=kept)
 
 
 def render_configuration(rule: DefaultRule) -> str:
-    apply = [("SSEAlgorithm", rule.algorithm), ("KMSMasterKeyID", rule.kms_key)]
-    nodes: list = [("ApplyServerSideEncryptionByDefault", apply)]
-    nodes.append(("BucketKeyEnabled", rule.bucket_key))
+    nodes: list = []
+    if rule.algorithm is not None:
+        apply = [("SSEAlgorithm", rule.algorithm), ("KMSMasterKeyID", rule.kms_key)]
+        nodes.append(("ApplyServerSideEncryptionByDefault", apply))
+        nodes.append(("BucketKeyEnabled", rule.bucket_key))
     if rule.blocked:
         nodes.append(("BlockedEncryptionTypes", [("EncryptionType", b) for b in rule.blocked]))
     return render("ServerSideEncryptionConfiguration", [("Rule", nodes)]).decode()

@@ -69,10 +69,12 @@ def code(exc: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
     return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
 
 
-def start_gateway(root: Path) -> GatewayProcess:
-    """A gateway with the KMS keys above that takes SSE-C over HTTP (its tests' transport)."""
+def start_gateway(root: Path, bucket_defaults: str = "legacy") -> GatewayProcess:
+    """A gateway with the KMS keys above that takes SSE-C over HTTP (its tests' transport);
+    its new buckets allow SSE-C unless `bucket_defaults` is "aws"."""
     (root / "kms.toml").write_text(KMS_KEYS)
     options = ["--kms-keys", str(root / "kms.toml"), "--sse-c-over-http", "allow"]
+    options += ["--bucket-defaults", bucket_defaults]
     return GatewayProcess(root / "data", None, *options, "--workers", "1").start()
 
 
@@ -373,6 +375,82 @@ def test_a_bucket_can_block_sse_c(s3e: Any, ebucket: str, enc_gateway: GatewayPr
     assert s3e.put_object(Bucket=ebucket, Key="s", Body=b"x")["ServerSideEncryption"] == "AES256"
     got = raw.signed("GET", f"{enc_gateway.url}/{ebucket}?encryption")
     assert b"<EncryptionType>SSE-C</EncryptionType>" in got.body
+
+
+def test_new_buckets_block_sse_c_unless_legacy(tmp_path: Path, s3e: Any, ebucket: str) -> None:
+    """AWS's default since April 2026: a new bucket refuses SSE-C writes (403 AccessDenied)
+    and GetBucketEncryption says so; PutBucketEncryption's BlockedEncryptionTypes NONE
+    allows them, SSE-C blocks them again, and objects already written stay readable with
+    their key. Under --bucket-defaults legacy (the s3-tests runner's) SSE-C is allowed."""
+    # legacy (the module's gateway): allowed, and no configuration to report.
+    assert s3e.put_object(Bucket=ebucket, Key="c", Body=b"x", **sse_c(KEY_A))["ETag"]
+    with pytest.raises(ClientError) as exc:
+        s3e.get_bucket_encryption(Bucket=ebucket)
+    assert code(exc) == (404, "ServerSideEncryptionConfigurationNotFoundError")
+    gw = start_gateway(tmp_path, "aws")
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="blocked")
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        # The rule claims no default encryption: none is done unless asked.
+        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+        s3.put_object(Bucket="blocked", Key="src", Body=b"source")
+        refused = [
+            lambda: s3.put_object(Bucket="blocked", Key="c", Body=b"x", **sse_c(KEY_A)),
+            lambda: s3.create_multipart_upload(Bucket="blocked", Key="m", **sse_c(KEY_A)),
+            lambda: s3.copy_object(
+                Bucket="blocked", Key="c", CopySource={"Bucket": "b", "Key": "src"}, **sse_c(KEY_A)
+            ),
+        ]
+        for attempt in refused:
+            with pytest.raises(ClientError) as exc:
+                attempt()
+            assert code(exc) == (403, "AccessDenied")
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket="blocked")["Contents"]] == ["src"]
+        assert s3.list_multipart_uploads(Bucket="blocked").get("Uploads", []) == []
+        # Other writes are not blocked.
+        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p", Body=b"p")
+        assert s3.put_object(Bucket="blocked", Key="s", Body=b"s", ServerSideEncryption="AES256")
+        # Unblocked deliberately: SSE-C writes work.
+        allow = {"Rules": [{"BlockedEncryptionTypes": {"EncryptionType": ["NONE"]}}]}
+        s3.put_bucket_encryption(Bucket="blocked", ServerSideEncryptionConfiguration=allow)
+        s3.put_object(Bucket="blocked", Key="c", Body=b"customer", **sse_c(KEY_A))
+        # A default-encryption change that does not mention blocking keeps it as it is.
+        sse_s3 = {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        s3.put_bucket_encryption(
+            Bucket="blocked", ServerSideEncryptionConfiguration={"Rules": [sse_s3]}
+        )
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        assert rules[0]["BlockedEncryptionTypes"] == {"EncryptionType": ["NONE"]}
+        s3.put_object(Bucket="blocked", Key="c2", Body=b"x", **sse_c(KEY_A))
+        # Blocked again: writes refused, the existing SSE-C object still read with its key.
+        block = {**sse_s3, "BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}
+        s3.put_bucket_encryption(
+            Bucket="blocked", ServerSideEncryptionConfiguration={"Rules": [block]}
+        )
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket="blocked", Key="c3", Body=b"x", **sse_c(KEY_A))
+        assert code(exc) == (403, "AccessDenied")
+        assert (
+            s3.get_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["Body"].read() == b"customer"
+        )
+        assert s3.head_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["ContentLength"] == 8
+        # Deleting the default encryption does not unblock SSE-C either.
+        s3.delete_bucket_encryption(Bucket="blocked")
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p2", Body=b"p")
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket="blocked", Key="c3", Body=b"x", **sse_c(KEY_A))
+        assert code(exc) == (403, "AccessDenied")
+    finally:
+        gw.stop()
 
 
 # --- copies ------------------------------------------------------------------------------------
