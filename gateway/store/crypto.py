@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .. import digest
@@ -246,15 +247,25 @@ def gcm_backend() -> str:
 
 @dataclass(frozen=True)
 class DataKey:
-    """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i."""
+    """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i. A
+    dual-layer (DSSE-KMS) blob has a second, independent key, `outer` (see _outer_layer)."""
 
     key: bytes
     prefix: bytes
+    outer: bytes = b""
 
     @staticmethod
-    def generate() -> DataKey:
-        raw = secrets.token_bytes(KEY_BYTES + PREFIX_BYTES)
-        return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:])
+    def generate(dual: bool = False) -> DataKey:
+        raw = secrets.token_bytes(KEY_BYTES * (2 if dual else 1) + PREFIX_BYTES)
+        return DataKey.from_bytes(raw)
+
+    @staticmethod
+    def from_bytes(raw: bytes) -> DataKey:
+        end = KEY_BYTES + PREFIX_BYTES
+        return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:end], raw[end:])
+
+    def to_bytes(self) -> bytes:
+        return self.key + self.prefix + self.outer
 
     def _nonces(self, first: int, count: int) -> list[bytes]:
         if first < 0 or first + count > MAX_CHUNKS:
@@ -266,15 +277,35 @@ class DataKey:
         """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
         possibly the last)."""
         nonces = self._nonces(first, -(-len(data) // CHUNK))
-        return (gcm or _gcm).seal(self.key, nonces, data)
+        sealed = (gcm or _gcm).seal(self.key, nonces, data)
+        return _outer_layer(self.outer, first, sealed) if self.outer else sealed
 
     def open(self, sealed: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Decrypt stored chunks that start with the blob's chunk `first`."""
         nonces = self._nonces(first, -(-len(sealed) // SEALED_CHUNK))
+        if self.outer:
+            sealed = _outer_layer(self.outer, first, sealed)
         try:
             return (gcm or _gcm).open(self.key, nonces, sealed)
         except _ChunkFailed as failed:
             raise Tampered(f"chunk {first + failed.n} of an encrypted blob fails its tag") from None
+
+
+def _outer_layer(key: bytes, first: int, data: bytes | memoryview) -> bytes:
+    """DSSE-KMS's second layer, over the stored chunks of the first: AWS's "two independent
+    layers of AES-256 encryption", the second over the already-encrypted data with a separate
+    key (UserGuide/UsingDSSEncryption.html). Here it is AES-256-CTR under a second random key
+    of the blob, computed by `cryptography`'s own OpenSSL, where the first layer is the system
+    libcrypto's AES-256-GCM: two keys and two implementations.
+
+    The stored bytes are one CTR stream: a stored chunk is 4,097 AES blocks, so the chunk
+    `first` starts at counter `first * 4097`, a range reads back from any chunk, and nothing
+    is added to the stored size. The key encrypts one blob only, so the counter never repeats
+    under it; the inner GCM tags still authenticate every byte, flips of the outer ciphertext
+    included."""
+    counter = (first * SEALED_CHUNK // 16).to_bytes(16, "big")
+    cipher = Cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
+    return cipher.update(data) + cipher.finalize()
 
 
 # --- wrapping data keys ---------------------------------------------------------------------
@@ -314,14 +345,15 @@ class Encryption:
     # The kek's prepared AESGCM, for the gateway's own keys (Keyring builds these once; a
     # request's Encryption then costs no key set-up).
     aead: AESGCM | None = field(default=None, compare=False, repr=False)
+    dual: bool = False  # DSSE-KMS: every new blob gets two layers (DataKey.outer)
 
     def new_key(self) -> tuple[DataKey, str]:
         """A fresh data key and its sealed form for the manifest."""
-        key = DataKey.generate()
+        key = DataKey.generate(self.dual)
         return key, self.seal(key)
 
     def seal(self, key: DataKey) -> str:
-        return _wrap(self.aead or self.kek, self.label, key.key + key.prefix)
+        return _wrap(self.aead or self.kek, self.label, key.to_bytes())
 
     @property
     def kind(self) -> str:
@@ -329,8 +361,7 @@ class Encryption:
 
 
 def open_sealed(sealed: str, kek: bytes | AESGCM) -> DataKey:
-    raw = _unwrap(kek, sealed)
-    return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:])
+    return DataKey.from_bytes(_unwrap(kek, sealed))
 
 
 def customer(key: bytes) -> Encryption:
@@ -448,12 +479,13 @@ class Keyring:
 
     # --- using ---
 
-    def _own(self, label: str, kek: bytes) -> Encryption:
+    def _own(self, label: str, kek: bytes, dual: bool = False) -> Encryption:
         """The Encryption of one of the gateway's own keys, its AESGCM prepared once: the
         key set-up is not paid again by every request (data keys and nonces stay fresh)."""
-        found = self._prepared.get(label)
+        name = f"{label} dual" if dual else label
+        found = self._prepared.get(name)
         if found is None or found.kek != kek:
-            found = self._prepared[label] = Encryption(label, kek, AESGCM(kek))
+            found = self._prepared[name] = Encryption(label, kek, AESGCM(kek), dual)
         return found
 
     def sse_s3(self) -> Encryption:
@@ -469,8 +501,9 @@ class Keyring:
             raise DisabledKmsKey(key.arn)
         return key
 
-    def kms(self, key: KmsKey) -> Encryption:
-        return self._own(f"{KMS}/{key.id}", self.kms_material[key.id])
+    def kms(self, key: KmsKey, dual: bool = False) -> Encryption:
+        """SSE-KMS under `key`; `dual`: DSSE-KMS, two layers (the same key wraps both)."""
+        return self._own(f"{KMS}/{key.id}", self.kms_material[key.id], dual)
 
     def opener(self, customer_key: bytes | None = None) -> Callable[[str], DataKey]:
         """What opens the sealed data keys of an object: the gateway's keys, and the

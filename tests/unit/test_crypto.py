@@ -81,6 +81,35 @@ def test_openssl_and_cryptography_gcm_make_the_same_bytes() -> None:
         key.open(bytes(flipped), 0, openssl)
 
 
+def test_dual_layer_keys_encrypt_twice_and_still_detect_tampering(tmp_path: Path) -> None:
+    """DSSE-KMS: a second, independent key encrypts the first layer's stored chunks again
+    (AES-256-CTR over them as one stream, no bytes added); chunks still open from any index,
+    a flipped bit still fails, and the sealed form carries both keys."""
+    key = DataKey.generate(dual=True)
+    assert len(key.outer) == crypto.KEY_BYTES and key.outer != key.key
+    inner = DataKey(key.key, key.prefix)
+    data = os.urandom(3 * CHUNK + 77)
+    stored = key.seal(data, 0)
+    one_layer = inner.seal(data, 0)
+    assert len(stored) == len(one_layer) == crypto.stored_size(len(data))
+    assert stored != one_layer
+    assert crypto._outer_layer(key.outer, 0, stored) == one_layer
+    assert key.open(stored, 0) == data
+    assert key.open(stored[2 * SEALED_CHUNK :], 2) == data[2 * CHUNK :]
+    assert key.seal(data[CHUNK:], 1) == stored[SEALED_CHUNK:]
+    with pytest.raises(crypto.Tampered):
+        inner.open(stored, 0)
+    flipped = bytearray(stored)
+    flipped[SEALED_CHUNK + 5] ^= 1
+    with pytest.raises(crypto.Tampered):
+        key.open(bytes(flipped), 0)
+    ring = Keyring.load(tmp_path)
+    dsse = ring.kms(ring.kms_key(None), dual=True)
+    new, sealed = dsse.new_key()
+    assert new.outer and ring.opener()(sealed) == new
+    assert not ring.kms(ring.kms_key(None)).new_key()[0].outer
+
+
 def test_sealed_keys_open_only_with_their_key(tmp_path: Path) -> None:
     ring = Keyring.load(tmp_path)
     customer = os.urandom(32)
