@@ -158,17 +158,14 @@ _release_buffer = ctypes.pythonapi.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
 _release_buffer.restype = None
 _PyBUF_SIMPLE = 0
-_PyBUF_WRITABLE = 1
 
 
 @contextlib.contextmanager
-def pinned(
-    data: bytes | bytearray | memoryview, writable: bool = False
-) -> Iterator[tuple[int, int]]:
-    """The address and length of a buffer, for a libcrypto call that reads (or writes) it in
-    place without the GIL: the export keeps a bytearray from being resized meanwhile."""
+def pinned(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """The address and length of a buffer, for a libcrypto call that works on it in place
+    without the GIL: the export keeps a bytearray from being resized meanwhile."""
     view = _PyBuffer()
-    _get_buffer(data, view, _PyBUF_WRITABLE if writable else _PyBUF_SIMPLE)
+    _get_buffer(data, view, _PyBUF_SIMPLE)
     try:
         yield view.buf, view.len
     finally:

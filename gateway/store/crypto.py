@@ -69,11 +69,13 @@ _GCM_PROTOTYPES: dict[str, tuple[type | None, list[type]]] = {
     "EVP_DecryptFinal_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
     "ERR_clear_error": (None, []),
 }
-_GET_TAG, _SET_TAG = 0x10, 0x11
+_GET_TAG, _SET_TAG = 0x10, 0x11  # EVP_CTRL_AEAD_GET_TAG / EVP_CTRL_AEAD_SET_TAG
 # An update of at least this many bytes lets the GIL go. digest.py's 2 KiB is hashlib's
 # threshold for MD5; AES-GCM runs about three times as fast here, so the work that pays for a
 # GIL hand-over is proportionally larger (every 64 KiB chunk of a large body still lets it go).
-GIL_MINSIZE = 8 * 1024  # EVP_CTRL_AEAD_GET_TAG / EVP_CTRL_AEAD_SET_TAG
+GIL_MINSIZE = 8 * 1024
+# A new bytes object of a given size that libcrypto fills in place before anyone else sees it
+# (PyBytes_FromStringAndSize(NULL, n), as C extensions make results): no copy of the output.
 _new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
 _new_bytes.argtypes, _new_bytes.restype = [_c_void_p, ctypes.c_ssize_t], ctypes.py_object
 
@@ -81,14 +83,13 @@ _new_bytes.argtypes, _new_bytes.restype = [_c_void_p, ctypes.c_ssize_t], ctypes.
 class OpenSSLGcm:
     """AES-256-GCM on the system libcrypto (the one digest.py loads), through ctypes.
 
-    `cryptography`'s AESGCM holds the GIL while it encrypts, so sealing a batch in the pool
-    stopped the event loop (and MD5) from running beside it (docs/encryption.md). Here the
-    updates that do the work, one per 64 KiB chunk, are ctypes.CDLL calls, which release the
-    GIL; the short calls around them (IV, final, tag: well under a microsecond each) keep it,
-    as digest.py does, so that a chunk costs one GIL hand-over, not four. The cipher is
-    fetched once per process (EVP_CIPHER_fetch takes the provider store's lock, as MD5's
-    fetch does); each call gets its own context with the key schedule set once, then only
-    the IV changes per chunk."""
+    Encryption must overlap with MD5, the disk and the event loop (docs/encryption.md,
+    "AES-GCM through libcrypto", has the figures against `cryptography`). The updates that do
+    the work, one per 64 KiB chunk, are ctypes.CDLL calls, which release the GIL; the short
+    calls around them (IV, final, tag: about a microsecond each) keep it, as digest.py does,
+    so that a chunk costs one GIL hand-over, not four. The cipher is fetched once per process
+    (EVP_CIPHER_fetch takes the provider store's lock, as MD5's fetch does); each call gets
+    its own context with the key schedule set once, then only the IV changes per chunk."""
 
     def __init__(self) -> None:
         path = digest.libcrypto_path()
@@ -205,7 +206,8 @@ class _ChunkFailed(Exception):
 
 
 class CryptographyGcm:
-    """AES-256-GCM through `cryptography` (holds the GIL): where libcrypto cannot serve."""
+    """AES-256-GCM through `cryptography`: only where libcrypto cannot serve (it brings its
+    own OpenSSL, and measured slower in the write path here)."""
 
     def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
         aead = AESGCM(key)
