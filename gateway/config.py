@@ -112,13 +112,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         86_400.0,
         "seconds a day lasts for lifecycle rules (for tests; a real day is 86400)",
     ),
-    # AWS's defaults since April 2023; the older ones are what ceph's s3-tests assume.
+    # AWS's defaults since April 2023 (SSE-C blocked since April 2026); the older ones are
+    # what ceph's s3-tests assume.
     (
         "bucket-defaults",
         str,
         "aws",
         "access settings of a new bucket: aws (ACLs disabled by BucketOwnerEnforced, public "
-        "access blocked), or legacy (ACLs on, no ownership controls, nothing blocked)",
+        "access blocked, SSE-C blocked), or legacy (ACLs on, no ownership controls, nothing "
+        "blocked)",
     ),
 ]
 

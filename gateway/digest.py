@@ -32,7 +32,7 @@ import ssl
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import SimpleNamespace
 from typing import Protocol
 
@@ -159,6 +159,19 @@ _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
 _release_buffer.restype = None
 _PyBUF_SIMPLE = 0
 
+
+@contextlib.contextmanager
+def pinned(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """The address and length of a buffer, for a libcrypto call that works on it in place
+    without the GIL: the export keeps a bytearray from being resized meanwhile."""
+    view = _PyBuffer()
+    _get_buffer(data, view, _PyBUF_SIMPLE)
+    try:
+        yield view.buf, view.len
+    finally:
+        _release_buffer(view)
+
+
 _c_void_p, _c_char_p, _c_int, _c_size_t = (
     ctypes.c_void_p,
     ctypes.c_char_p,
@@ -191,23 +204,33 @@ _PROTOTYPES: dict[str, tuple[type | None, list[type]]] = {
 GIL_MINSIZE = 2048
 
 
-def _bind(loader: type[ctypes.CDLL], path: str) -> SimpleNamespace:
+def bind(
+    loader: type[ctypes.CDLL],
+    path: str,
+    prototypes: dict[str, tuple[type | None, list[type]]],
+    user: str,
+) -> SimpleNamespace:
     """libcrypto's functions with their prototypes, called through `loader`: ctypes.CDLL
-    releases the GIL around each call, ctypes.PyDLL keeps it."""
+    releases the GIL around each call, ctypes.PyDLL keeps it. `user` names what needs them,
+    for the error (DigestError) when the library or a function is missing."""
     try:
         lib = loader(path)
     except OSError as exc:
-        raise DigestError(f"the openssl MD5 backend cannot load {path}: {exc}") from exc
+        raise DigestError(f"{user} cannot load {path}: {exc}") from exc
     calls = SimpleNamespace()
-    for name, (restype, argtypes) in _PROTOTYPES.items():
+    for name, (restype, argtypes) in prototypes.items():
         try:
             fn = lib[name]
         except AttributeError:
-            raise DigestError(
-                f"{path} has no {name}: the openssl MD5 backend needs OpenSSL 3"
-            ) from None
+            raise DigestError(f"{path} has no {name}: {user} needs OpenSSL 3") from None
         fn.restype, fn.argtypes = restype, argtypes
         setattr(calls, name, fn)
+    return calls
+
+
+def _bind(loader: type[ctypes.CDLL], path: str) -> SimpleNamespace:
+    calls = bind(loader, path, _PROTOTYPES, "the openssl MD5 backend")
+    lib = loader(path)
     # EVP_DigestUpdate again, taking an address: bytearray, memoryview and other buffers are
     # hashed in place (bytes go through the c_char_p prototype, also without a copy).
     fn = lib["EVP_DigestUpdate"]
@@ -361,9 +384,9 @@ _libcrypto: LibCrypto | None = None
 _libcrypto_lock = threading.Lock()
 
 
-def _libcrypto_path() -> str:
-    # The libcrypto hashlib and ssl already use, when there is one: one library, one provider
-    # store and one configuration for the whole process.
+def libcrypto_path() -> str:
+    """The libcrypto every ctypes user here loads: the one hashlib and ssl already use, when
+    there is one (one library, one provider store and one configuration for the process)."""
     with contextlib.suppress(ImportError):
         import _hashlib  # noqa: F401
     return loaded_libcrypto() or ctypes.util.find_library("crypto") or "libcrypto.so.3"
@@ -377,7 +400,7 @@ def libcrypto() -> LibCrypto:
         with _libcrypto_lock:
             lib = _libcrypto
             if lib is None:
-                lib = _libcrypto = LibCrypto(_libcrypto_path())
+                lib = _libcrypto = LibCrypto(libcrypto_path())
     return lib
 
 

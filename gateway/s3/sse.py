@@ -15,6 +15,7 @@ import secrets
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from xml.etree.ElementTree import Element
 
 from .. import digest
 from ..config import Settings, StartError, setting_name
@@ -159,21 +160,31 @@ def _customer(key: bytes) -> Requested:
     )
 
 
-def _kms(
-    keyring: Keyring, key_name: str | None, context: str | None, bucket_key: bool
-) -> Requested:
+def _kms_key(keyring: Keyring, key_name: str | None) -> crypto.KmsKey:
     try:
-        key = keyring.kms_key(key_name)
+        return keyring.kms_key(key_name)
     except crypto.UnknownKmsKey:
         raise S3Error("KMS.NotFoundException", f"Invalid keyId '{key_name}'") from None
     except crypto.DisabledKmsKey:
         raise S3Error("KMS.DisabledException", f"{key_name} is disabled.") from None
-    headers = {SSE: KMS, KMS_KEY_ID: key.arn}
+
+
+def _kms(
+    keyring: Keyring,
+    key_name: str | None,
+    context: str | None,
+    bucket_key: bool,
+    dual: bool = False,
+) -> Requested:
+    """SSE-KMS, or with `dual` DSSE-KMS (two layers, crypto._outer_layer)."""
+    key = _kms_key(keyring, key_name)
+    headers = {SSE: DSSE if dual else KMS, KMS_KEY_ID: key.arn}
     if context is not None:
         headers[CONTEXT] = context
-    if bucket_key:
+    # "S3 Bucket Keys aren't supported for DSSE-KMS" (UsingDSSEncryption.html): not echoed.
+    if bucket_key and not dual:
         headers[BUCKET_KEY] = "true"
-    return Requested(keyring.kms(key), headers)
+    return Requested(keyring.kms(key, dual), headers)
 
 
 def _sse_s3(keyring: Keyring) -> Requested:
@@ -221,8 +232,13 @@ def for_write(
                 method,
             )
         default = default_rule(settings)
-        if default is not None and "SSE-C" in default.blocked:
-            raise S3Error("AccessDenied", "SSE-C is blocked for this bucket")
+        if default is not None and default.blocks_sse_c:
+            # AWS's words (blocking-unblocking-s3-c-encryption-gpb.html): 403 AccessDenied.
+            raise S3Error(
+                "AccessDenied",
+                "Requests specifying Server Side Encryption with Customer provided keys are "
+                "blocked for this bucket.",
+            )
         return _customer(key)
     if method is None:
         if key_id is not None:
@@ -232,11 +248,13 @@ def for_write(
                 SSE,
             )
         default = default_rule(settings)
-        if default is None:
+        if default is None or default.algorithm is None:
             return PLAIN
         if default.algorithm == ALGORITHM:
             return _sse_s3(_keys(keyring))
-        return _kms(_keys(keyring), default.kms_key, None, default.bucket_key or bucket_key)
+        bucket_key = default.bucket_key or bucket_key
+        dual = default.algorithm == DSSE
+        return _kms(_keys(keyring), default.kms_key, None, bucket_key, dual)
     if method == ALGORITHM:
         if key_id is not None:
             raise invalid_argument(
@@ -246,12 +264,9 @@ def for_write(
                 method,
             )
         return _sse_s3(_keys(keyring))
-    if method == KMS:
+    if method in (KMS, DSSE):
         context = _context(headers.get(CONTEXT))
-        return _kms(_keys(keyring), key_id, context, bucket_key)
-    if method == DSSE:
-        # Dual-layer encryption is not done here: accepting it would claim a second layer.
-        raise S3Error("NotImplemented", "aws:kms:dsse (dual-layer encryption) is not supported")
+        return _kms(_keys(keyring), key_id, context, bucket_key, method == DSSE)
     raise invalid_argument("The encryption method specified is not supported", SSE, method)
 
 
@@ -269,8 +284,8 @@ def for_upload(attrs: ObjectAttrs, keyring: Keyring | None, key: bytes | None) -
     method = attrs.sse.get(SSE)
     if method == ALGORITHM:
         return Requested(_keys(keyring).sse_s3(), attrs.sse)
-    if method == KMS:
-        found = _kms(_keys(keyring), attrs.sse[KMS_KEY_ID], None, False)
+    if method in (KMS, DSSE):
+        found = _kms(_keys(keyring), attrs.sse[KMS_KEY_ID], None, False, method == DSSE)
         return Requested(found.encryption, attrs.sse)
     return PLAIN
 
@@ -319,9 +334,27 @@ def requested(ctx: Context) -> Requested:
     return for_write(ctx.headers, settings, ctx.store.keys, *_transport(ctx))
 
 
+# The operations that decrypt an object's bytes, and so need its KMS key usable (HEAD and
+# GetObjectAttributes read metadata only).
+_DECRYPTING = ("GetObject", "CopyObject", "UploadPartCopy")
+
+
 def read_key(ctx: Context, attrs: ObjectAttrs, prefix: str = CUSTOMER) -> bytes | None:
-    """for_read for the request in `ctx`."""
-    return for_read(ctx.headers, attrs, *_transport(ctx), prefix)
+    """for_read for the request in `ctx`; an SSE-KMS object whose key has been disabled
+    since (in the --kms-keys file) is not decrypted: 400 KMS.DisabledException, as AWS
+    answers when KMS refuses to decrypt its data key."""
+    key = for_read(ctx.headers, attrs, *_transport(ctx), prefix)
+    if ctx.endpoint.operation in _DECRYPTING and attrs.sse.get(SSE) in (KMS, DSSE):
+        keyring = _keys(ctx.store.keys)
+        try:
+            keyring.kms_key(attrs.sse[KMS_KEY_ID])
+        except crypto.DisabledKmsKey:
+            raise S3Error(
+                "KMS.DisabledException", f"{attrs.sse[KMS_KEY_ID]} is disabled."
+            ) from None
+        except crypto.UnknownKmsKey:
+            pass  # no longer declared, yet its material is kept: still readable
+    return key
 
 
 def request_key(ctx: Context) -> bytes | None:
@@ -338,10 +371,21 @@ def _transport(ctx: Context) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class DefaultRule:
-    algorithm: str  # AES256 or aws:kms
+    algorithm: str | None  # AES256, aws:kms or aws:kms:dsse; None: only (un)blocking SSE-C
     kms_key: str | None = None
     bucket_key: bool = False
     blocked: tuple[str, ...] = ()  # BlockedEncryptionTypes: SSE-C, or NONE
+
+    @property
+    def blocks_sse_c(self) -> bool:
+        return "SSE-C" in self.blocked
+
+
+# A new bucket's "encryption" setting unless --bucket-defaults legacy: AWS has disabled SSE-C
+# on every new general purpose bucket since April 2026 (blocking-unblocking-s3-c-encryption-
+# gpb.html). The rule names no default algorithm: objects here are encrypted only when asked
+# (docs/encryption.md, "The default"), and the document must not claim otherwise.
+SSE_C_BLOCKED = DefaultRule(None, blocked=("SSE-C",))
 
 
 def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
@@ -354,24 +398,30 @@ def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
     if len(rules) != 1:
         raise S3Error("MalformedXML")
     rule = rules[0]
+    blocked = _blocked_types(rule)
     apply = rule.find("ApplyServerSideEncryptionByDefault")
     if apply is None:
-        raise S3Error("MalformedXML")
+        # The model makes every member of a Rule optional: a rule may only (un)block SSE-C.
+        if rule.find("BlockedEncryptionTypes") is None:
+            raise S3Error("MalformedXML")
+        return DefaultRule(None, blocked=blocked)
     algorithm = (child_text(apply, "SSEAlgorithm") or "").strip()
     kms_key = child_text(apply, "KMSMasterKeyID")
-    if algorithm not in (ALGORITHM, KMS):
-        if algorithm == DSSE:
-            raise S3Error("NotImplemented", "aws:kms:dsse (dual-layer encryption) is not supported")
+    if algorithm not in (ALGORITHM, KMS, DSSE):
         raise S3Error("MalformedXML")
-    if kms_key is not None and algorithm != KMS:
+    if kms_key is not None and algorithm == ALGORITHM:
         raise invalid_argument(
             "a KMSMasterKeyID is not applicable if the default sse algorithm is not aws:kms or "
             "aws:kms:dsse",
             "ApplyServerSideEncryptionByDefault",
         )
-    if algorithm == KMS and kms_key is not None and keyring is not None:
+    if algorithm != ALGORITHM and kms_key is not None and keyring is not None:
         _kms(_keys(keyring), kms_key.strip(), None, False)  # unknown or disabled: refused now
     bucket_key = (child_text(rule, "BucketKeyEnabled") or "").strip().lower() == "true"
+    return DefaultRule(algorithm, kms_key.strip() if kms_key else None, bucket_key, blocked)
+
+
+def _blocked_types(rule: Element) -> tuple[str, ...]:
     blocked: list[str] = []
     block = rule.find("BlockedEncryptionTypes")
     if block is not None:
@@ -380,13 +430,29 @@ def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
             if value not in ("SSE-C", "NONE"):
                 raise S3Error("MalformedXML")
             blocked.append(value)
-    return DefaultRule(algorithm, kms_key.strip() if kms_key else None, bucket_key, tuple(blocked))
+    return tuple(blocked)
+
+
+def replace_configuration(
+    current: DefaultRule | None, new: DefaultRule | None
+) -> DefaultRule | None:
+    """The bucket's rule after PutBucketEncryption (`new`) or DeleteBucketEncryption (None).
+    Whether SSE-C is blocked changes only when a request names BlockedEncryptionTypes: AWS
+    has SSE-C enabled only deliberately ("explicitly enable it by updating the default
+    encryption configuration"), so a default-encryption change that does not mention it, or
+    a delete, leaves a blocked bucket blocked."""
+    kept = current.blocked if current is not None else ()
+    if new is None:
+        return replace(SSE_C_BLOCKED, blocked=kept) if "SSE-C" in kept else None
+    return new if new.blocked else replace(new, blocked=kept)
 
 
 def render_configuration(rule: DefaultRule) -> str:
-    apply = [("SSEAlgorithm", rule.algorithm), ("KMSMasterKeyID", rule.kms_key)]
-    nodes: list = [("ApplyServerSideEncryptionByDefault", apply)]
-    nodes.append(("BucketKeyEnabled", rule.bucket_key))
+    nodes: list = []
+    if rule.algorithm is not None:
+        apply = [("SSEAlgorithm", rule.algorithm), ("KMSMasterKeyID", rule.kms_key)]
+        nodes.append(("ApplyServerSideEncryptionByDefault", apply))
+        nodes.append(("BucketKeyEnabled", rule.bucket_key))
     if rule.blocked:
         nodes.append(("BlockedEncryptionTypes", [("EncryptionType", b) for b in rule.blocked]))
     return render("ServerSideEncryptionConfiguration", [("Rule", nodes)]).decode()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import hmac
@@ -15,12 +16,15 @@ import json
 import os
 import secrets
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .. import digest
 
 CHUNK = 64 * 1024  # plaintext bytes per chunk
 TAG = 16
@@ -49,59 +53,281 @@ def stored_size(size: int) -> int:
     return size + TAG * -(-size // CHUNK)
 
 
-@dataclass(frozen=True)
-class DataKey:
-    """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i."""
+# --- AES-256-GCM ----------------------------------------------------------------------------
 
-    key: bytes
-    prefix: bytes
+_c_void_p, _c_char_p, _c_int = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+_GCM_PROTOTYPES: dict[str, tuple[type | None, list[type]]] = {
+    "EVP_CIPHER_fetch": (_c_void_p, [_c_void_p, _c_char_p, _c_char_p]),
+    "EVP_CIPHER_CTX_new": (_c_void_p, []),
+    "EVP_CIPHER_CTX_free": (None, [_c_void_p]),
+    "EVP_CIPHER_CTX_ctrl": (_c_int, [_c_void_p, _c_int, _c_int, _c_void_p]),
+    "EVP_EncryptInit_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_char_p, _c_char_p]),
+    "EVP_EncryptUpdate": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int]),
+    "EVP_EncryptFinal_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
+    "EVP_DecryptInit_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_char_p, _c_char_p]),
+    "EVP_DecryptUpdate": (_c_int, [_c_void_p, _c_void_p, _c_void_p, _c_void_p, _c_int]),
+    "EVP_DecryptFinal_ex": (_c_int, [_c_void_p, _c_void_p, _c_void_p]),
+    "ERR_clear_error": (None, []),
+}
+_GET_TAG, _SET_TAG = 0x10, 0x11  # EVP_CTRL_AEAD_GET_TAG / EVP_CTRL_AEAD_SET_TAG
+# An update of at least this many bytes lets the GIL go. digest.py's 2 KiB is hashlib's
+# threshold for MD5; AES-GCM runs about three times as fast here, so the work that pays for a
+# GIL hand-over is proportionally larger (every 64 KiB chunk of a large body still lets it go).
+GIL_MINSIZE = 8 * 1024
+# A new bytes object of a given size that libcrypto fills in place before anyone else sees it
+# (PyBytes_FromStringAndSize(NULL, n), as C extensions make results): no copy of the output.
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.argtypes, _new_bytes.restype = [_c_void_p, ctypes.c_ssize_t], ctypes.py_object
 
-    @staticmethod
-    def generate() -> DataKey:
-        return DataKey(secrets.token_bytes(KEY_BYTES), secrets.token_bytes(PREFIX_BYTES))
 
-    def _nonce(self, index: int) -> bytes:
-        if not 0 <= index < MAX_CHUNKS:
-            raise ValueError("a blob has at most 2**32 chunks")
-        return self.prefix + index.to_bytes(4, "big")
+class OpenSSLGcm:
+    """AES-256-GCM on the system libcrypto (the one digest.py loads), through ctypes.
 
-    def seal(self, data: bytes | memoryview, first: int) -> bytes:
-        """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
-        possibly the last)."""
-        aead = AESGCM(self.key)
+    Encryption must overlap with MD5, the disk and the event loop (docs/encryption.md,
+    "AES-GCM through libcrypto", has the figures against `cryptography`). The updates that do
+    the work, one per 64 KiB chunk, are ctypes.CDLL calls, which release the GIL; the short
+    calls around them (IV, final, tag: about a microsecond each) keep it, as digest.py does,
+    so that a chunk costs one GIL hand-over, not four. The cipher is fetched once per process
+    (EVP_CIPHER_fetch takes the provider store's lock, as MD5's fetch does); each call gets
+    its own context with the key schedule set once, then only the IV changes per chunk."""
+
+    def __init__(self) -> None:
+        path = digest.libcrypto_path()
+        user = "AES-GCM on libcrypto"
+        self.released = digest.bind(ctypes.CDLL, path, _GCM_PROTOTYPES, user)
+        self.held = held = digest.bind(ctypes.PyDLL, path, _GCM_PROTOTYPES, user)
+        held.ERR_clear_error()
+        cipher = held.EVP_CIPHER_fetch(None, b"AES-256-GCM", None)
+        if not cipher:
+            held.ERR_clear_error()
+            raise digest.DigestError(f"{path} offers no AES-256-GCM")
+        self.cipher: int = cipher  # never freed: used until the process ends
+
+    @contextlib.contextmanager
+    def _keyed(self, init: Callable[..., int], key: bytes) -> Iterator[int]:
+        """A new context with `key`'s schedule set by `init` (EVP_EncryptInit_ex or
+        EVP_DecryptInit_ex), freed afterwards."""
+        held = self.held
+        ctx = held.EVP_CIPHER_CTX_new()
+        if not ctx:
+            raise MemoryError("EVP_CIPHER_CTX_new failed")
+        try:
+            if not init(ctx, self.cipher, None, key, None):
+                held.ERR_clear_error()
+                raise OSError("libcrypto refused an AES-256-GCM key")
+            yield ctx
+        finally:
+            held.EVP_CIPHER_CTX_free(ctx)
+
+    def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
+        """Chunk n of `data` encrypted under nonces[n], each followed by its tag."""
+        size = len(data)
+        if size <= CHUNK:
+            return self._seal_one(key, nonces[0], data) if size else b""
+        out = _new_bytes(None, stored_size(size))
+        held, released = self.held, self.released
+        outl = ctypes.byref(_c_int())
+        with (
+            self._keyed(held.EVP_EncryptInit_ex, key) as ctx,
+            digest.pinned(data) as (src, _),
+            digest.pinned(out) as (dst, _),
+        ):
+            for n, at in enumerate(range(0, size, CHUNK)):
+                length = min(CHUNK, size - at)
+                put = dst + n * SEALED_CHUNK
+                update = released if length >= GIL_MINSIZE else held
+                if not (
+                    held.EVP_EncryptInit_ex(ctx, None, None, None, nonces[n])
+                    and update.EVP_EncryptUpdate(ctx, put, outl, src + at, length)
+                    and held.EVP_EncryptFinal_ex(ctx, put + length, outl)
+                    and held.EVP_CIPHER_CTX_ctrl(ctx, _GET_TAG, TAG, put + length)
+                ):
+                    held.ERR_clear_error()
+                    raise OSError("AES-GCM encryption failed in libcrypto")
+        return out
+
+    def open(self, key: bytes, nonces: Sequence[bytes], sealed: bytes | memoryview) -> bytes:
+        """The plaintext of stored chunks (_ChunkFailed names the first that fails its tag)."""
+        size = len(sealed)
+        count = -(-size // SEALED_CHUNK)
+        if count and size - (count - 1) * SEALED_CHUNK < TAG:
+            raise _ChunkFailed(count - 1)
+        out = _new_bytes(None, size - TAG * count)
+        held, released = self.held, self.released
+        outl = ctypes.byref(_c_int())
+        with (
+            self._keyed(held.EVP_DecryptInit_ex, key) as ctx,
+            digest.pinned(sealed) as (src, _),
+            digest.pinned(out) as (dst, _),
+        ):
+            for n in range(count):
+                get = src + n * SEALED_CHUNK
+                put = dst + n * CHUNK
+                length = min(SEALED_CHUNK, size - n * SEALED_CHUNK) - TAG
+                update = released if length >= GIL_MINSIZE else held
+                if not (
+                    held.EVP_DecryptInit_ex(ctx, None, None, None, nonces[n])
+                    and update.EVP_DecryptUpdate(ctx, put, outl, get, length)
+                    and held.EVP_CIPHER_CTX_ctrl(ctx, _SET_TAG, TAG, get + length)
+                    and held.EVP_DecryptFinal_ex(ctx, put + length, outl) > 0
+                ):
+                    held.ERR_clear_error()
+                    raise _ChunkFailed(n)
+        return out
+
+    def _seal_one(self, key: bytes, nonce: bytes, data: bytes | memoryview) -> bytes:
+        """One chunk (a small body, sealed on the event loop): a handful of calls, with no
+        buffer to pin and the GIL kept unless the chunk is large."""
+        held = self.held
+        size = len(data)
+        out = ctypes.create_string_buffer(size + TAG)
+        outl = ctypes.byref(_c_int())
+        update = self.released if size >= GIL_MINSIZE else held
+        ctx = held.EVP_CIPHER_CTX_new()
+        if not ctx:
+            raise MemoryError("EVP_CIPHER_CTX_new failed")
+        try:
+            if not (
+                held.EVP_EncryptInit_ex(ctx, self.cipher, None, key, nonce)
+                and update.EVP_EncryptUpdate(ctx, out, outl, bytes(data), size)
+                and held.EVP_EncryptFinal_ex(ctx, out, outl)
+                and held.EVP_CIPHER_CTX_ctrl(ctx, _GET_TAG, TAG, ctypes.addressof(out) + size)
+            ):
+                held.ERR_clear_error()
+                raise OSError("AES-GCM encryption failed in libcrypto")
+        finally:
+            held.EVP_CIPHER_CTX_free(ctx)
+        return out.raw
+
+
+class _ChunkFailed(Exception):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class CryptographyGcm:
+    """AES-256-GCM through `cryptography`: only where libcrypto cannot serve (it brings its
+    own OpenSSL, and measured slower in the write path here)."""
+
+    def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
+        aead = AESGCM(key)
         view = memoryview(data)
         return b"".join(
-            aead.encrypt(self._nonce(first + n), view[at : at + CHUNK], None)
+            aead.encrypt(nonces[n], view[at : at + CHUNK], None)
             for n, at in enumerate(range(0, len(view), CHUNK))
         )
 
-    def open(self, sealed: bytes | memoryview, first: int) -> bytes:
-        """Decrypt stored chunks that start with the blob's chunk `first`."""
-        aead = AESGCM(self.key)
+    def open(self, key: bytes, nonces: Sequence[bytes], sealed: bytes | memoryview) -> bytes:
+        aead = AESGCM(key)
         view = memoryview(sealed)
         out = []
         for n, at in enumerate(range(0, len(view), SEALED_CHUNK)):
             try:
-                out.append(aead.decrypt(self._nonce(first + n), view[at : at + SEALED_CHUNK], None))
+                out.append(aead.decrypt(nonces[n], view[at : at + SEALED_CHUNK], None))
             except InvalidTag:
-                raise Tampered(f"chunk {first + n} of an encrypted blob fails its tag") from None
+                raise _ChunkFailed(n) from None
         return b"".join(out)
+
+
+Gcm = OpenSSLGcm | CryptographyGcm
+
+
+def _choose_gcm() -> tuple[Gcm, str]:
+    try:
+        return OpenSSLGcm(), "openssl"
+    except (digest.DigestError, OSError, AttributeError) as exc:
+        return CryptographyGcm(), f"cryptography ({exc})"
+
+
+_gcm, GCM_BACKEND = _choose_gcm()
+
+
+def gcm_backend() -> str:
+    """Which AES-GCM encrypts chunks here: `openssl`, or `cryptography (why not openssl)`."""
+    return GCM_BACKEND
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """The key of one blob and its nonce prefix: chunk i is sealed under prefix ‖ i. A
+    dual-layer (DSSE-KMS) blob has a second, independent key, `outer` (see _outer_layer)."""
+
+    key: bytes
+    prefix: bytes
+    outer: bytes = b""
+
+    @staticmethod
+    def generate(dual: bool = False) -> DataKey:
+        raw = secrets.token_bytes(KEY_BYTES * (2 if dual else 1) + PREFIX_BYTES)
+        return DataKey.from_bytes(raw)
+
+    @staticmethod
+    def from_bytes(raw: bytes) -> DataKey:
+        end = KEY_BYTES + PREFIX_BYTES
+        return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:end], raw[end:])
+
+    def to_bytes(self) -> bytes:
+        return self.key + self.prefix + self.outer
+
+    def _nonces(self, first: int, count: int) -> list[bytes]:
+        if first < 0 or first + count > MAX_CHUNKS:
+            raise ValueError("a blob has at most 2**32 chunks")
+        prefix = self.prefix
+        return [prefix + i.to_bytes(4, "big") for i in range(first, first + count)]
+
+    def seal(self, data: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
+        """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
+        possibly the last)."""
+        nonces = self._nonces(first, -(-len(data) // CHUNK))
+        sealed = (gcm or _gcm).seal(self.key, nonces, data)
+        return _outer_layer(self.outer, first, sealed) if self.outer else sealed
+
+    def open(self, sealed: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
+        """Decrypt stored chunks that start with the blob's chunk `first`."""
+        nonces = self._nonces(first, -(-len(sealed) // SEALED_CHUNK))
+        if self.outer:
+            sealed = _outer_layer(self.outer, first, sealed)
+        try:
+            return (gcm or _gcm).open(self.key, nonces, sealed)
+        except _ChunkFailed as failed:
+            raise Tampered(f"chunk {first + failed.n} of an encrypted blob fails its tag") from None
+
+
+def _outer_layer(key: bytes, first: int, data: bytes | memoryview) -> bytes:
+    """DSSE-KMS's second layer, over the stored chunks of the first: AWS's "two independent
+    layers of AES-256 encryption", the second over the already-encrypted data with a separate
+    key (UserGuide/UsingDSSEncryption.html). Here it is AES-256-CTR under a second random key
+    of the blob, computed by `cryptography`'s own OpenSSL, where the first layer is the system
+    libcrypto's AES-256-GCM: two keys and two implementations.
+
+    The stored bytes are one CTR stream: a stored chunk is 4,097 AES blocks, so the chunk
+    `first` starts at counter `first * 4097`, a range reads back from any chunk, and nothing
+    is added to the stored size. The key encrypts one blob only, so the counter never repeats
+    under it; the inner GCM tags still authenticate every byte, flips of the outer ciphertext
+    included."""
+    counter = (first * SEALED_CHUNK // 16).to_bytes(16, "big")
+    cipher = Cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
+    return cipher.update(data) + cipher.finalize()
 
 
 # --- wrapping data keys ---------------------------------------------------------------------
 
 
-def _wrap(kek: bytes, label: str, secret: bytes) -> str:
+def _wrap(kek: bytes | AESGCM, label: str, secret: bytes) -> str:
+    """`kek` as bytes, or as the AESGCM a Keyring keeps prepared for one of its own keys (a
+    customer's key is never kept)."""
+    aead = kek if isinstance(kek, AESGCM) else AESGCM(kek)
     nonce = secrets.token_bytes(12)
-    sealed = AESGCM(kek).encrypt(nonce, secret, label.encode())
+    sealed = aead.encrypt(nonce, secret, label.encode())
     return f"{label}:{base64.b64encode(nonce + sealed).decode()}"
 
 
-def _unwrap(kek: bytes, sealed: str) -> bytes:
+def _unwrap(kek: bytes | AESGCM, sealed: str) -> bytes:
     label, _, text = sealed.rpartition(":")
     raw = base64.b64decode(text)
+    aead = kek if isinstance(kek, AESGCM) else AESGCM(kek)
     try:
-        return AESGCM(kek).decrypt(raw[:12], raw[12:], label.encode())
+        return aead.decrypt(raw[:12], raw[12:], label.encode())
     except InvalidTag:
         raise WrongKey(label) from None
 
@@ -118,23 +344,26 @@ class Encryption:
 
     label: str
     kek: bytes = b""
+    # The kek's prepared AESGCM, for the gateway's own keys (Keyring builds these once; a
+    # request's Encryption then costs no key set-up).
+    aead: AESGCM | None = field(default=None, compare=False, repr=False)
+    dual: bool = False  # DSSE-KMS: every new blob gets two layers (DataKey.outer)
 
     def new_key(self) -> tuple[DataKey, str]:
         """A fresh data key and its sealed form for the manifest."""
-        key = DataKey.generate()
+        key = DataKey.generate(self.dual)
         return key, self.seal(key)
 
     def seal(self, key: DataKey) -> str:
-        return _wrap(self.kek, self.label, key.key + key.prefix)
+        return _wrap(self.aead or self.kek, self.label, key.to_bytes())
 
     @property
     def kind(self) -> str:
         return self.label.partition("/")[0]
 
 
-def open_sealed(sealed: str, kek: bytes) -> DataKey:
-    raw = _unwrap(kek, sealed)
-    return DataKey(raw[:KEY_BYTES], raw[KEY_BYTES:])
+def open_sealed(sealed: str, kek: bytes | AESGCM) -> DataKey:
+    return DataKey.from_bytes(_unwrap(kek, sealed))
 
 
 def customer(key: bytes) -> Encryption:
@@ -204,6 +433,7 @@ class Keyring:
         self.kms_material = dict(kms)
         self.kms_keys: dict[str, KmsKey] = {}
         self.aliases: dict[str, str] = {}
+        self._prepared: dict[str, Encryption] = {}
 
     # --- loading ---
 
@@ -251,8 +481,17 @@ class Keyring:
 
     # --- using ---
 
+    def _own(self, label: str, kek: bytes, dual: bool = False) -> Encryption:
+        """The Encryption of one of the gateway's own keys, its AESGCM prepared once: the
+        key set-up is not paid again by every request (data keys and nonces stay fresh)."""
+        name = f"{label} dual" if dual else label
+        found = self._prepared.get(name)
+        if found is None or found.kek != kek:
+            found = self._prepared[name] = Encryption(label, kek, AESGCM(kek), dual)
+        return found
+
     def sse_s3(self) -> Encryption:
-        return Encryption(f"{S3}/{self.s3_current}", self.s3[self.s3_current])
+        return self._own(f"{S3}/{self.s3_current}", self.s3[self.s3_current])
 
     def kms_key(self, name: str | None) -> KmsKey:
         """The KMS key a request names by id, ARN or alias (None: the default aws/s3 key)."""
@@ -264,19 +503,23 @@ class Keyring:
             raise DisabledKmsKey(key.arn)
         return key
 
-    def kms(self, key: KmsKey) -> Encryption:
-        return Encryption(f"{KMS}/{key.id}", self.kms_material[key.id])
+    def kms(self, key: KmsKey, dual: bool = False) -> Encryption:
+        """SSE-KMS under `key`; `dual`: DSSE-KMS, two layers (the same key wraps both)."""
+        return self._own(f"{KMS}/{key.id}", self.kms_material[key.id], dual)
 
     def opener(self, customer_key: bytes | None = None) -> Callable[[str], DataKey]:
         """What opens the sealed data keys of an object: the gateway's keys, and the
         customer's key for SSE-C objects (WrongKey without it or with another)."""
 
         def open_key(sealed: str) -> DataKey:
-            kind, _, ident = label_of(sealed).partition("/")
+            label = label_of(sealed)
+            kind, _, ident = label.partition("/")
             if kind == S3 and ident in self.s3:
-                return open_sealed(sealed, self.s3[ident])
+                own = self._own(label, self.s3[ident])
+                return open_sealed(sealed, own.aead or own.kek)
             if kind == KMS and ident in self.kms_material:
-                return open_sealed(sealed, self.kms_material[ident])
+                own = self._own(label, self.kms_material[ident])
+                return open_sealed(sealed, own.aead or own.kek)
             if kind == CUSTOMER and customer_key is not None:
                 return open_sealed(sealed, customer_key)
             raise WrongKey(label_of(sealed))

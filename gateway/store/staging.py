@@ -100,18 +100,20 @@ async def _stage_encrypted(
     size = total = 0
     index = 0  # the next chunk's index in the blob
     writer: BlobWriter | None = None
-    # One batch being sealed (hashed, then encrypted) while the one before it is written.
+    # A batch is hashed and encrypted by two pool threads at once (both let the GIL go,
+    # crypto.OpenSSLGcm), while the batch before it is written and the loop receives the next.
+    hashing: asyncio.Future[None] | None = None
     sealing: asyncio.Future[bytes] | None = None
     writing: Awaitable[None] | None = None
 
-    def seal_batch(data: bytes, first: int) -> bytes:
+    def hash_batch(data: bytes | memoryview) -> None:
         for h in hashers:
             h.update(data)
-        return data_key.seal(data, first)
 
     async def write_sealed() -> None:
-        """Hand the batch sealed last to the writer, once the one before it is written."""
-        nonlocal sealing, writing
+        """Hand the batch sealed last to the writer, once the one before it is written, and
+        let its hash finish (MD5 takes its batches in order)."""
+        nonlocal hashing, sealing, writing
         assert writer is not None
         if sealing is None:
             return
@@ -120,6 +122,9 @@ async def _stage_encrypted(
         if writing is not None:
             await writing
         writing = writer.append(ciphertext)
+        if hashing is not None:
+            await hashing
+            hashing = None
 
     try:
         async for chunk in chunks:
@@ -133,18 +138,23 @@ async def _stage_encrypted(
                 if writer is None:
                     writer = blobs.writer()
                 await write_sealed()
-                sealing = loop.run_in_executor(pool, seal_batch, data[:cut], index)
+                whole = memoryview(data)[:cut]
+                hashing = loop.run_in_executor(pool, hash_batch, whole)
+                sealing = loop.run_in_executor(pool, data_key.seal, whole, index)
                 index += cut // CHUNK
                 total += cut
         data = b"".join(batch)
         if writer is None and size <= inline_max:
-            ciphertext = seal_batch(data, 0)
+            hash_batch(data)
+            ciphertext = data_key.seal(data, 0)
             metrics.MD5_BYTES.inc(size)
             return StagedBlob(new_blob_id(), size, md5.digest(), ciphertext, sealed)
         if writer is None:
             writer = blobs.writer()
         await write_sealed()
-        last = await loop.run_in_executor(pool, seal_batch, data, index)
+        hashing = loop.run_in_executor(pool, hash_batch, data)
+        last = await loop.run_in_executor(pool, data_key.seal, data, index)
+        await hashing
         if writing is not None:
             await writing
             writing = None
@@ -153,7 +163,8 @@ async def _stage_encrypted(
         metrics.MD5_BYTES.inc(total)
         return StagedBlob(writer.blob_id, total, md5.digest(), None, sealed)
     except BaseException:
-        # The writer's abort waits for a write in progress; a seal in progress writes nothing.
+        # The writer's abort waits for a write in progress; a hash or seal in progress writes
+        # nothing.
         if writer is not None:
             writer.abort()
         raise

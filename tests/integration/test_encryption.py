@@ -69,10 +69,14 @@ def code(exc: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
     return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
 
 
-def start_gateway(root: Path) -> GatewayProcess:
-    """A gateway with the KMS keys above that takes SSE-C over HTTP (its tests' transport)."""
-    (root / "kms.toml").write_text(KMS_KEYS)
+def start_gateway(
+    root: Path, bucket_defaults: str = "legacy", kms_keys: str = KMS_KEYS
+) -> GatewayProcess:
+    """A gateway with the KMS keys above (or `kms_keys`) that takes SSE-C over HTTP (its
+    tests' transport); its new buckets allow SSE-C unless `bucket_defaults` is "aws"."""
+    (root / "kms.toml").write_text(kms_keys)
     options = ["--kms-keys", str(root / "kms.toml"), "--sse-c-over-http", "allow"]
+    options += ["--bucket-defaults", bucket_defaults]
     return GatewayProcess(root / "data", None, *options, "--workers", "1").start()
 
 
@@ -373,6 +377,203 @@ def test_a_bucket_can_block_sse_c(s3e: Any, ebucket: str, enc_gateway: GatewayPr
     assert s3e.put_object(Bucket=ebucket, Key="s", Body=b"x")["ServerSideEncryption"] == "AES256"
     got = raw.signed("GET", f"{enc_gateway.url}/{ebucket}?encryption")
     assert b"<EncryptionType>SSE-C</EncryptionType>" in got.body
+
+
+def test_new_buckets_block_sse_c_unless_legacy(tmp_path: Path, s3e: Any, ebucket: str) -> None:
+    """AWS's default since April 2026: a new bucket refuses SSE-C writes (403 AccessDenied)
+    and GetBucketEncryption says so; PutBucketEncryption's BlockedEncryptionTypes NONE
+    allows them, SSE-C blocks them again, and objects already written stay readable with
+    their key. Under --bucket-defaults legacy (the s3-tests runner's) SSE-C is allowed."""
+    # legacy (the module's gateway): allowed, and no configuration to report.
+    assert s3e.put_object(Bucket=ebucket, Key="c", Body=b"x", **sse_c(KEY_A))["ETag"]
+    with pytest.raises(ClientError) as exc:
+        s3e.get_bucket_encryption(Bucket=ebucket)
+    assert code(exc) == (404, "ServerSideEncryptionConfigurationNotFoundError")
+    gw = start_gateway(tmp_path, "aws")
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="blocked")
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        # The rule claims no default encryption: none is done unless asked.
+        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+        s3.put_object(Bucket="blocked", Key="src", Body=b"source")
+        refused = [
+            lambda: s3.put_object(Bucket="blocked", Key="c", Body=b"x", **sse_c(KEY_A)),
+            lambda: s3.create_multipart_upload(Bucket="blocked", Key="m", **sse_c(KEY_A)),
+            lambda: s3.copy_object(
+                Bucket="blocked", Key="c", CopySource={"Bucket": "b", "Key": "src"}, **sse_c(KEY_A)
+            ),
+        ]
+        for attempt in refused:
+            with pytest.raises(ClientError) as exc:
+                attempt()
+            assert code(exc) == (403, "AccessDenied")
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket="blocked")["Contents"]] == ["src"]
+        assert s3.list_multipart_uploads(Bucket="blocked").get("Uploads", []) == []
+        # Other writes are not blocked.
+        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p", Body=b"p")
+        assert s3.put_object(Bucket="blocked", Key="s", Body=b"s", ServerSideEncryption="AES256")
+        # Unblocked deliberately: SSE-C writes work.
+        allow = {"Rules": [{"BlockedEncryptionTypes": {"EncryptionType": ["NONE"]}}]}
+        s3.put_bucket_encryption(Bucket="blocked", ServerSideEncryptionConfiguration=allow)
+        s3.put_object(Bucket="blocked", Key="c", Body=b"customer", **sse_c(KEY_A))
+        # A default-encryption change that does not mention blocking keeps it as it is.
+        sse_s3 = {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        s3.put_bucket_encryption(
+            Bucket="blocked", ServerSideEncryptionConfiguration={"Rules": [sse_s3]}
+        )
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        assert rules[0]["BlockedEncryptionTypes"] == {"EncryptionType": ["NONE"]}
+        s3.put_object(Bucket="blocked", Key="c2", Body=b"x", **sse_c(KEY_A))
+        # Blocked again: writes refused, the existing SSE-C object still read with its key.
+        block = {**sse_s3, "BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}
+        s3.put_bucket_encryption(
+            Bucket="blocked", ServerSideEncryptionConfiguration={"Rules": [block]}
+        )
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket="blocked", Key="c3", Body=b"x", **sse_c(KEY_A))
+        assert code(exc) == (403, "AccessDenied")
+        assert (
+            s3.get_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["Body"].read() == b"customer"
+        )
+        assert s3.head_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["ContentLength"] == 8
+        # Deleting the default encryption does not unblock SSE-C either.
+        s3.delete_bucket_encryption(Bucket="blocked")
+        rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
+            "Rules"
+        ]
+        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p2", Body=b"p")
+        with pytest.raises(ClientError) as exc:
+            s3.put_object(Bucket="blocked", Key="c3", Body=b"x", **sse_c(KEY_A))
+        assert code(exc) == (403, "AccessDenied")
+    finally:
+        gw.stop()
+
+
+def test_dsse_kms_two_layers_echoed_and_round_trips(
+    s3e: Any, ebucket: str, enc_gateway: GatewayProcess
+) -> None:
+    """aws:kms:dsse is accepted and echoed as AWS does (with the key's ARN, no bucket key),
+    on PUT, GET, HEAD, multipart and as a bucket default; ranges across chunks read back; a
+    copy from a one-layer SSE-KMS source is encrypted again (new blobs), a DSSE-KMS to
+    DSSE-KMS copy shares the blobs."""
+    data = body(300_000)
+    put = s3e.put_object(
+        Bucket=ebucket,
+        Key="d",
+        Body=data,
+        ServerSideEncryption="aws:kms:dsse",
+        SSEKMSKeyId="testkey-1",
+        BucketKeyEnabled=True,
+    )
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms:dsse", ARN_1)
+    assert "BucketKeyEnabled" not in put
+    assert put["ETag"].strip('"') != hashlib.md5(data).hexdigest()
+    got = s3e.get_object(Bucket=ebucket, Key="d")
+    assert got["Body"].read() == data
+    assert (got["ServerSideEncryption"], got["SSEKMSKeyId"]) == ("aws:kms:dsse", ARN_1)
+    assert s3e.head_object(Bucket=ebucket, Key="d")["ServerSideEncryption"] == "aws:kms:dsse"
+    part = s3e.get_object(Bucket=ebucket, Key="d", Range="bytes=65000-140000")
+    assert part["Body"].read() == data[65000:140001]
+    # Multipart.
+    up = s3e.create_multipart_upload(
+        Bucket=ebucket, Key="m", ServerSideEncryption="aws:kms:dsse", SSEKMSKeyId=ARN_2
+    )
+    assert up["ServerSideEncryption"] == "aws:kms:dsse"
+    piece = body(5 * 1024 * 1024)
+    etags = [
+        s3e.upload_part(Bucket=ebucket, Key="m", UploadId=up["UploadId"], PartNumber=n, Body=piece)[
+            "ETag"
+        ]
+        for n in (1, 2)
+    ]
+    parts = [{"PartNumber": n, "ETag": e} for n, e in zip((1, 2), etags, strict=True)]
+    done = s3e.complete_multipart_upload(
+        Bucket=ebucket, Key="m", UploadId=up["UploadId"], MultipartUpload={"Parts": parts}
+    )
+    assert (done["ServerSideEncryption"], done["SSEKMSKeyId"]) == ("aws:kms:dsse", ARN_2)
+    assert s3e.get_object(Bucket=ebucket, Key="m")["Body"].read() == piece + piece
+    # Copies: SSE-KMS (one layer) -> DSSE-KMS with the same key writes new blobs; DSSE-KMS
+    # -> DSSE-KMS shares them.
+    s3e.put_object(
+        Bucket=ebucket, Key="k1", Body=data, ServerSideEncryption="aws:kms", SSEKMSKeyId=ARN_1
+    )
+    before = blob_files(enc_gateway)
+    copied = s3e.copy_object(
+        Bucket=ebucket,
+        Key="k2",
+        CopySource={"Bucket": ebucket, "Key": "k1"},
+        ServerSideEncryption="aws:kms:dsse",
+        SSEKMSKeyId=ARN_1,
+    )
+    assert copied["ServerSideEncryption"] == "aws:kms:dsse"
+    assert len(blob_files(enc_gateway) - before) == 1
+    before = blob_files(enc_gateway)
+    s3e.copy_object(
+        Bucket=ebucket,
+        Key="k3",
+        CopySource={"Bucket": ebucket, "Key": "k2"},
+        ServerSideEncryption="aws:kms:dsse",
+        SSEKMSKeyId=ARN_1,
+    )
+    assert blob_files(enc_gateway) == before
+    for key in ("k2", "k3"):
+        assert s3e.get_object(Bucket=ebucket, Key=key)["Body"].read() == data
+    # As the bucket's default.
+    default = {
+        "ApplyServerSideEncryptionByDefault": {
+            "SSEAlgorithm": "aws:kms:dsse",
+            "KMSMasterKeyID": ARN_2,
+        }
+    }
+    s3e.put_bucket_encryption(
+        Bucket=ebucket, ServerSideEncryptionConfiguration={"Rules": [default]}
+    )
+    put = s3e.put_object(Bucket=ebucket, Key="plain-request", Body=b"x")
+    assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms:dsse", ARN_2)
+
+
+def test_reads_refused_once_the_kms_key_is_disabled(tmp_path: Path) -> None:
+    """An SSE-KMS or DSSE-KMS object whose key is disabled afterwards (in the keys file) is
+    not decrypted: GET and copies answer 400 KMS.DisabledException, as AWS; HEAD, which
+    decrypts nothing, still answers; objects under other keys are unaffected."""
+    gw = start_gateway(tmp_path)
+    s3 = gw.client()
+    s3.create_bucket(Bucket="kms")
+    for key, mode in (("one", "aws:kms"), ("two", "aws:kms:dsse")):
+        s3.put_object(
+            Bucket="kms", Key=key, Body=b"secret", ServerSideEncryption=mode, SSEKMSKeyId=ARN_1
+        )
+    s3.put_object(
+        Bucket="kms", Key="other", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId=ARN_2
+    )
+    gw.stop()
+    disabled = KMS_KEYS.replace('id = "testkey-1"\n', 'id = "testkey-1"\nenabled = false\n')
+    assert disabled != KMS_KEYS
+    gw = start_gateway(tmp_path, kms_keys=disabled)
+    try:
+        s3 = gw.client()
+        for key in ("one", "two"):
+            with pytest.raises(ClientError) as exc:
+                s3.get_object(Bucket="kms", Key=key)
+            assert code(exc) == (400, "KMS.DisabledException")
+            with pytest.raises(ClientError) as exc:
+                s3.copy_object(Bucket="kms", Key="copy", CopySource={"Bucket": "kms", "Key": key})
+            assert code(exc) == (400, "KMS.DisabledException")
+            assert s3.head_object(Bucket="kms", Key=key)["SSEKMSKeyId"] == ARN_1
+        assert s3.get_object(Bucket="kms", Key="other")["Body"].read() == b"x"
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket="kms")["Contents"]] == [
+            "one",
+            "other",
+            "two",
+        ]
+    finally:
+        gw.stop()
 
 
 # --- copies ------------------------------------------------------------------------------------

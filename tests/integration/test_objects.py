@@ -406,10 +406,6 @@ def test_unsupported_features_are_refused_not_ignored(s3, bucket):
             SSECustomerKey=_os.urandom(32),
         )  # fmt: skip
     assert error_code(exc) == "InvalidRequest"
-    # Dual-layer KMS encryption is not done here: refused, never claimed.
-    with pytest.raises(ClientError) as exc:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="aws:kms:dsse")
-    assert error_code(exc) == "NotImplemented"
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
     s3.put_object(Bucket=bucket, Key="k", Body=b"x", ServerSideEncryption="AES256")
 

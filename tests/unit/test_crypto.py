@@ -44,6 +44,72 @@ def test_chunks_round_trip_and_detect_moves_and_flips() -> None:
         DataKey.generate().open(sealed, 0)
 
 
+def test_openssl_and_cryptography_gcm_make_the_same_bytes() -> None:
+    """The libcrypto path (crypto.OpenSSLGcm, the one used here) and the `cryptography`
+    fallback are the same AES-256-GCM: what one seals the other opens, byte for byte, and both
+    refuse a moved, swapped, flipped or cut chunk."""
+    assert crypto.gcm_backend() == "openssl"
+    openssl, fallback = crypto.OpenSSLGcm(), crypto.CryptographyGcm()
+    key = DataKey.generate()
+    for size in (0, 1, 4096, CHUNK - 1, CHUNK, CHUNK + 1, 5 * CHUNK + 333):
+        data = os.urandom(size)
+        sealed = key.seal(data, 7, openssl)
+        assert sealed == key.seal(data, 7, fallback)
+        assert len(sealed) == crypto.stored_size(size)
+        assert key.open(sealed, 7, fallback) == data
+        assert key.open(sealed, 7, openssl) == data
+        # In place from a memoryview, as staging hands a batch over.
+        assert key.seal(memoryview(b"x" + data)[1:], 7, openssl) == sealed
+    sealed = key.seal(os.urandom(3 * CHUNK + 10), 0, fallback)
+    swapped = sealed[SEALED_CHUNK : 2 * SEALED_CHUNK] + sealed[:SEALED_CHUNK]
+    flipped = bytearray(sealed)
+    flipped[-1] ^= 1
+    for gcm in (openssl, fallback):
+        for bad, first in (
+            (sealed[SEALED_CHUNK : 2 * SEALED_CHUNK], 2),
+            (swapped, 0),
+            (bytes(flipped), 0),
+            (sealed[:-20], 0),
+            (sealed[: 3 * SEALED_CHUNK + 5], 0),
+        ):
+            with pytest.raises(crypto.Tampered):
+                key.open(bad, first, gcm)
+        with pytest.raises(crypto.Tampered):
+            DataKey.generate().open(sealed, 0, gcm)
+    # The chunk named in the error is the one that failed.
+    with pytest.raises(crypto.Tampered, match="chunk 3 "):
+        key.open(bytes(flipped), 0, openssl)
+
+
+def test_dual_layer_keys_encrypt_twice_and_still_detect_tampering(tmp_path: Path) -> None:
+    """DSSE-KMS: a second, independent key encrypts the first layer's stored chunks again
+    (AES-256-CTR over them as one stream, no bytes added); chunks still open from any index,
+    a flipped bit still fails, and the sealed form carries both keys."""
+    key = DataKey.generate(dual=True)
+    assert len(key.outer) == crypto.KEY_BYTES and key.outer != key.key
+    inner = DataKey(key.key, key.prefix)
+    data = os.urandom(3 * CHUNK + 77)
+    stored = key.seal(data, 0)
+    one_layer = inner.seal(data, 0)
+    assert len(stored) == len(one_layer) == crypto.stored_size(len(data))
+    assert stored != one_layer
+    assert crypto._outer_layer(key.outer, 0, stored) == one_layer
+    assert key.open(stored, 0) == data
+    assert key.open(stored[2 * SEALED_CHUNK :], 2) == data[2 * CHUNK :]
+    assert key.seal(data[CHUNK:], 1) == stored[SEALED_CHUNK:]
+    with pytest.raises(crypto.Tampered):
+        inner.open(stored, 0)
+    flipped = bytearray(stored)
+    flipped[SEALED_CHUNK + 5] ^= 1
+    with pytest.raises(crypto.Tampered):
+        key.open(bytes(flipped), 0)
+    ring = Keyring.load(tmp_path)
+    dsse = ring.kms(ring.kms_key(None), dual=True)
+    new, sealed = dsse.new_key()
+    assert new.outer and ring.opener()(sealed) == new
+    assert not ring.kms(ring.kms_key(None)).new_key()[0].outer
+
+
 def test_sealed_keys_open_only_with_their_key(tmp_path: Path) -> None:
     ring = Keyring.load(tmp_path)
     customer = os.urandom(32)

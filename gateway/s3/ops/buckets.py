@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
-from .. import grants, xml
+from .. import grants, sse, xml
 from ..authorize import (
     ACL,
     BLOCK_ALL,
@@ -81,9 +81,10 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
 
 
 def _new_bucket_settings(ctx: Context) -> dict[str, str]:
-    """A new bucket's ownership controls, public access block and ACL: AWS's defaults
-    (BucketOwnerEnforced, everything blocked) unless --bucket-defaults legacy, and what the
-    request's x-amz-object-ownership and ACL headers ask for."""
+    """A new bucket's ownership controls, public access block, SSE-C block and ACL: AWS's
+    defaults (BucketOwnerEnforced, everything blocked, SSE-C blocked) unless
+    --bucket-defaults legacy, and what the request's x-amz-object-ownership and ACL headers
+    ask for."""
     me = ctx.user.canonical_id
     # The bucket-owner-* canned ACLs are the owner's alone on a bucket (acl-overview.html).
     acl = grants.from_headers(ctx.headers, me, me, ctx.users_by_id.__contains__)
@@ -96,6 +97,7 @@ def _new_bucket_settings(ctx: Context) -> dict[str, str]:
     if ctx.settings.bucket_defaults == "aws":
         chosen = chosen or BUCKET_OWNER_ENFORCED
         settings[PUBLIC_ACCESS_BLOCK] = BLOCK_ALL.to_json()
+        settings["encryption"] = sse.render_configuration(sse.SSE_C_BLOCKED)
     if chosen is not None:
         settings[OWNERSHIP] = chosen
     if acl is not None and not acl.only_owner():

@@ -190,7 +190,10 @@ def _reuses_ciphertext(source: ObjectInfo, dest: sse.Requested) -> bool:
     if dest.encryption is None:
         return source_plain
     if dest.server_managed:
-        return not source_plain and not source_customer
+        # A DSSE-KMS destination needs two layers: a one-layer source is encrypted again.
+        assert dest.encryption is not None
+        single = source.attrs.sse.get(sse.SSE) != sse.DSSE
+        return not source_plain and not source_customer and not (dest.encryption.dual and single)
     assert dest.customer_key is not None
     return source_customer and crypto.fingerprint_matches(
         dest.customer_key, source.attrs.sse_key or ""
