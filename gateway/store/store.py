@@ -565,10 +565,16 @@ class Store:
             out.append(replace(e, key=done[e.key]))
         return tuple(out)
 
-    def reader(self, obj: ObjectInfo, customer_key: bytes | None = None) -> ObjectReader:
-        """A reader of `obj`'s bytes, not opened yet (`customer_key`: an SSE-C object's)."""
+    def reader(
+        self,
+        obj: ObjectInfo,
+        customer_key: bytes | None = None,
+        known: Mapping[str, bytes | None] | None = None,
+    ) -> ObjectReader:
+        """A reader of `obj`'s bytes, not opened yet (`customer_key`: an SSE-C object's;
+        `known`: its blobs as its lookup read them)."""
         keys = self.keys.opener(customer_key) if self.keys is not None else None
-        return ObjectReader(self._read, self.files, obj, keys, self.pool)
+        return ObjectReader(self._read, self.files, obj, keys, self.pool, known)
 
     async def content_md5(
         self,
@@ -805,9 +811,13 @@ class Store:
         `check` judges the version before anything is read (an SSE-C request's key) and gives
         the customer key its data keys need."""
         for _attempt in range(5):
-            obj = await self.head_object(bucket, key, version_id)
+            # The latest version and its inline bytes in one round trip when it is an object.
+            found = (
+                None if version_id is not None else await self._read.get_object_inline(bucket, key)
+            )
+            obj, known = found or (await self.head_object(bucket, key, version_id), None)
             customer_key = check(obj) if check is not None else None
-            reader = self.reader(obj, customer_key)
+            reader = self.reader(obj, customer_key, known)
             try:
                 await reader.open()
             except FileNotFoundError:
