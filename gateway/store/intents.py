@@ -190,7 +190,8 @@ class Intent:
     def keep(self) -> None:
         """As bytes come: renew the intent if a third of the lease has passed (without
         waiting; a renewal that found the intent gone fails `ready`)."""
-        if self._held.done() and self._held.exception() is None and self._due():
+        held = self._held
+        if held.done() and not held.cancelled() and held.exception() is None and self._due():
             self._renew()
 
     async def ready(self) -> None:
