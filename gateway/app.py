@@ -69,6 +69,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         inline_max=settings.inline_max,
         shared=worker,
         catalog_url=settings.catalog,
+        blob_lease=settings.blob_lease,
     )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
@@ -90,6 +91,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     app[RENDERER] = metrics.Renderer()
     app.cleanup_ctx.append(_count_stored)
     app.cleanup_ctx.append(_lifecycle(LifecycleWorker(store, settings.lifecycle_day)))
+    app.cleanup_ctx.append(_background(store.intents.run_forever))
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:
@@ -131,8 +133,16 @@ async def _count_stored(app: web.Application) -> AsyncIterator[None]:
 
 
 def _lifecycle(worker: LifecycleWorker) -> Callable[[web.Application], AsyncIterator[None]]:
+    return _background(worker.run_forever)
+
+
+def _background(
+    work: Callable[[], Awaitable[None]],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A task that runs while the application serves (cancelled at shutdown)."""
+
     async def run(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(worker.run_forever())
+        task = asyncio.create_task(work())
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -21,6 +21,7 @@ class Settings:
     host: str
     port: int
     catalog: str = "sqlite"  # or a postgresql:// URL (catalog_url checked it)
+    blob_lease: float = 300.0
     region: str = "us-east-1"
     domain: str | None = None
     access_key: str | None = None
@@ -58,6 +59,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "sqlite",
         "sqlite (a file in the data folder), or postgresql://USER:PASSWORD@HOST:PORT/DB for "
         "several nodes sharing the data folder",
+    ),
+    # Far above --body-timeout: a body that streams in renews it; one stalled for this long
+    # is answered 503 and its blob reclaimed (docs/scaling.md).
+    (
+        "blob-lease",
+        float,
+        300.0,
+        "seconds a blob being written may go without news before any node reclaims it",
     ),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
     ("region", str, "us-east-1", "the region this endpoint answers for"),
@@ -145,6 +154,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "inline-max": (0, 1024**2),
     "shutdown-timeout": (0, 3600),
     "lifecycle-day": (1, 86_400),
+    "blob-lease": (1, 86_400),
 }
 # Settings that take one of a few words.
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -306,6 +316,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         log_level=values["log-level"],
         log_format=values["log-format"],
         lifecycle_day=values["lifecycle-day"],
+        blob_lease=values["blob-lease"],
         bucket_defaults=values["bucket-defaults"],
         kms_keys=paths["kms-keys"],
         sse_c_over_http=values["sse-c-over-http"],

@@ -59,15 +59,17 @@ def open_store(
     io_threads: int = 16,
     shared: bool = False,
     catalog_url: str | None = None,
+    blob_lease: float = 300.0,
 ) -> Store:
-    """The store of a data folder (see Store for `shared`), over the catalog `catalog_url`
-    names (see open_catalog)."""
+    """The store of a data folder (see Store for `shared` and `blob_lease`), over the catalog
+    `catalog_url` names (see open_catalog)."""
     return Store(
         root,
         lambda pool: open_catalog(root, pool, catalog_url),
         inline_max=inline_max,
         io_threads=io_threads,
         shared=shared,
+        blob_lease=blob_lease,
     )
 
 

@@ -87,6 +87,21 @@ class CatalogReader(Protocol):
         """Those of `blob_ids` that the catalog knows as blobs kept in files."""
         ...
 
+    async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        """Those of `blob_ids` that are blobs or intents, read in one snapshot, intents
+        first: a commit turns an intent into a blob at once, so a name in neither is no
+        write's (intents.py)."""
+        ...
+
+    async def get_object_inline(
+        self, bucket: str, key: str
+    ) -> tuple[ObjectInfo, dict[str, bytes | None]] | None:
+        """get_object, with what the catalog keeps of the first extent's blob in the same
+        round trip: {blob id: its inline bytes, or None when it is in a file} (empty when its
+        row is gone). An object of one extent (every object but a multipart one) then needs
+        no other read before its bytes."""
+        ...
+
 
 @dataclass(frozen=True)
 class BlobRow:
@@ -107,6 +122,10 @@ class CatalogAudit(Protocol):
 
     def audit_parts(self) -> AsyncIterator[tuple[Part, Upload | None]]:
         """Every pending part, with its upload (None if the upload row is gone)."""
+        ...
+
+    def audit_intents(self) -> AsyncIterator[str]:
+        """The blob ids of every intent (all stale when no gateway serves)."""
         ...
 
 
@@ -136,8 +155,9 @@ class CatalogTx(CatalogReader, Protocol):
     async def upload_ids(self, bucket: str) -> list[str]: ...
 
     async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
-        """One reference per extent; `new_blobs` are inserted with theirs. Raises
-        SourceChanged if a blob is gone (released meanwhile)."""
+        """One reference per extent; `new_blobs` are inserted with theirs, and the intents of
+        those kept in files are deleted. Raises SourceChanged if a blob is gone (released
+        meanwhile), IntentLost if a new file blob's intent is (reclaimed: its file is gone)."""
         ...
 
     async def release(self, extents: Iterable[Extent]) -> None:
@@ -188,6 +208,23 @@ class CatalogTx(CatalogReader, Protocol):
         """Repair: set a blob's reference count; at zero the blob goes (as `release`)."""
         ...
 
+    async def add_intent(self, blob_id: str, node: str, expires_ns: int) -> None:
+        """Record that `node` is writing the file of blob `blob_id` (intents.py)."""
+        ...
+
+    async def renew_intent(self, blob_id: str, expires_ns: int) -> bool:
+        """Move an intent's expiry; False if it is gone (reclaimed)."""
+        ...
+
+    async def drop_intents(self, blob_ids: Iterable[str] | None) -> None:
+        """Forget these intents (their files are gone); None: every intent."""
+        ...
+
+    async def take_expired_intents(self, now_ns: int, limit: int) -> list[str]:
+        """Delete up to `limit` intents that expired before `now_ns` and are not being
+        renewed or committed meanwhile; their blob ids (whose files may go)."""
+        ...
+
 
 class Catalog(Protocol):
     """A catalog backend: point reads, scans, and transactions."""
@@ -229,9 +266,12 @@ class BlobWriter(Protocol):
         is in flight at a time (the caller awaits each before the next)."""
         ...
 
-    async def publish(self, last: bytes = b"") -> None:
+    async def publish(
+        self, last: bytes = b"", ready: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """Append `last` and make the blob durable under its id: after this returns it
-        survives a crash."""
+        survives a crash. `ready` is awaited before the blob appears under its id (its
+        intent is recorded meanwhile, intents.py)."""
         ...
 
     def abort(self) -> None:
@@ -291,6 +331,19 @@ class BlobStore(Protocol):
 
     async def remove(self, found: Iterable[Stray]) -> None:
         """Remove what a walk found (an orphan a crash left)."""
+        ...
+
+    async def folders(self) -> list[str]:
+        """Groups of blobs that a reclaimer looks through one at a time."""
+        ...
+
+    async def old_files(self, folder: str | None, age: float) -> list[Stray]:
+        """What was not modified for `age` seconds: the blobs of `folder`, or with None the
+        bodies being received and the freed blobs not yet purged."""
+        ...
+
+    async def forget(self, blob_ids: Iterable[str]) -> None:
+        """Remove whatever is kept of these blobs, received in part or published."""
         ...
 
     async def leftovers(self) -> list[str]:

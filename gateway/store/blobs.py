@@ -17,7 +17,8 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -57,6 +58,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Found:
+    """api.Stray: a file a scan found, by name and path."""
+
+    name: str
+    path: str
+
+
 class BlobFiles:
     """api.BlobStore on the blobs/, tmp/ and trash/ folders of a data directory. Every file
     call that may wait runs in `pool`; opening a blob (one lookup) runs on the caller's
@@ -94,8 +103,14 @@ class BlobFiles:
         """
         try:
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self.rename_tmp(fd, name, blob_id)
+
+    def rename_tmp(self, fd: int, name: str, blob_id: str) -> None:
+        """publish_tmp, for a file whose bytes are fsynced already."""
+        os.close(fd)
         final = self.path(blob_id)
         self._ensure_dir(final.parent)
         os.rename(self.tmp / name, final)
@@ -217,9 +232,68 @@ class BlobFiles:
             if found:
                 yield found
 
-    async def remove(self, found: Iterable[os.DirEntry[str]]) -> None:
+    async def remove(self, found: Iterable[os.DirEntry[str] | Found]) -> None:
         # By each file's own path: a stray name need not be an id that maps onto its folder.
         await self._run(self.purge_now, [entry.path for entry in found])
+
+    # --- reclaiming while gateways serve (intents.py) ------------------------------------------
+
+    async def folders(self) -> list[str]:
+        """The groups of blob files a reclaimer looks through one at a time: the first level
+        of blobs/ (at most 256 folders of 256 leaves)."""
+
+        def tops() -> list[str]:
+            return sorted(e.name for e in os.scandir(self.blobs) if e.is_dir(follow_symlinks=False))
+
+        return await self._run(tops)
+
+    async def old_files(self, folder: str | None, age: float) -> list[Found]:
+        """Files not modified for `age` seconds: the blob files under `folder` (one of
+        `folders()`), or with None the bodies being received (tmp/) and the released files
+        not yet freed (trash/). A file being written is modified as its bytes come."""
+
+        def scan() -> list[Found]:
+            cutoff = time.time() - age
+            if folder is None:
+                places = [self.tmp, self.trash]
+            else:
+                top = self.blobs / folder
+                try:
+                    places = [Path(e.path) for e in os.scandir(top) if e.is_dir()]
+                except FileNotFoundError:
+                    return []
+            out = []
+            for place in places:
+                try:
+                    entries = list(os.scandir(place))
+                except FileNotFoundError:
+                    continue
+                for entry in entries:
+                    try:
+                        if entry.is_file(follow_symlinks=False) and (
+                            entry.stat(follow_symlinks=False).st_mtime < cutoff
+                        ):
+                            out.append(Found(entry.name, entry.path))
+                    except FileNotFoundError:
+                        continue  # freed meanwhile
+            return out
+
+        return await self._run(scan)
+
+    async def forget(self, blob_ids: Iterable[str]) -> None:
+        """Remove what is kept of blobs whose intents were reclaimed: the body being received,
+        then the published file. In that order: a writer that publishes between the two
+        loses its file to the second, and one that publishes after both finds no body to
+        publish (FileNotFoundError); its commit fails either way, as its intent is gone."""
+
+        def remove(ids: list[str]) -> None:
+            for blob_id in ids:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.tmp / blob_id).unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    self.path(blob_id).unlink()
+
+        await self._run(remove, list(blob_ids))
 
 
 class FileWriter:
@@ -250,15 +324,32 @@ class FileWriter:
         start_writeback(self.fd, self.size, len(data))
         self.size += len(data)
 
-    async def publish(self, last: bytes = b"") -> None:
-        """Append `last` (one pool job for the final batch and the fsync) and publish."""
-        await self._start(self._write_and_publish, last)
+    async def publish(
+        self, last: bytes = b"", ready: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Append `last` and publish: one pool job for the final batch, the fsync and the
+        rename; or with `ready`, awaited before the rename (while the bytes are made
+        durable), two."""
+        if ready is None:
+            await self._start(self._write_and_publish, last)
+            return
+        await self._start(self._write_and_sync, last)
+        await ready()
+        await self._start(self._publish_synced, b"")
 
     def _write_and_publish(self, data: bytes) -> None:
+        self._write_and_sync(data)
+        self._publish_synced(b"")
+
+    def _write_and_sync(self, data: bytes) -> None:
         self._write(data)
         assert self.fd is not None
+        os.fsync(self.fd)
+
+    def _publish_synced(self, _: bytes) -> None:
+        assert self.fd is not None
         fd, self.fd = self.fd, None
-        self.files.publish_tmp(fd, self.blob_id, self.blob_id)
+        self.files.rename_tmp(fd, self.blob_id, self.blob_id)
 
     def abort(self) -> None:
         busy = self._busy

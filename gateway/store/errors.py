@@ -85,4 +85,14 @@ class CommitOutcomeUnknown(CatalogUnavailable):
     reference them); only a later check of the catalog can tell."""
 
 
+class IntentLost(StoreError):
+    """A staged blob's intent lapsed and was reclaimed before the commit that would have
+    referenced it (its writer stalled for longer than the lease, docs/scaling.md): nothing
+    was committed, and its file is gone or going. Clients retry 503."""
+
+    code = "ServiceUnavailable"
+
+
+INTENT_LOST = "The upload took longer than the gateway's blob lease; retry it."
+
 CATALOG_DOWN = "The gateway cannot reach its catalog database; requests fail until it is back."

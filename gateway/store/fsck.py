@@ -6,9 +6,9 @@ manifests of every version of every object (current or not) and of pending parts
 that the bytes hash to what the catalog says: plain ETags, multipart `-N` ETags part by part,
 pending parts. Damage makes the exit status 1.
 
-Blob files the catalog does not know, and files under tmp/ and trash/, are leftovers of a
-crash, not damage: the next start sweeps exactly those (store.leftover_files decides for
-both). They are listed; `repair` removes them, and fixes counts.
+Blob files the catalog does not know, files under tmp/ and trash/, and intents (intents.py)
+are leftovers of a crash, not damage: the next start sweeps exactly those (store.leftover_files
+decides for both). They are listed; `repair` removes them, and fixes counts.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Report:
     blobs: int = 0
     tmp_files: list[str] = field(default_factory=list)  # under tmp/ and trash/
     orphan_files: list[str] = field(default_factory=list)  # blob files the catalog lacks
+    intents: list[str] = field(default_factory=list)  # of writers that stopped (intents.py)
     missing_files: list[str] = field(default_factory=list)
     wrong_sizes: list[tuple[str, int, int]] = field(default_factory=list)
     dangling: list[tuple[str, str]] = field(default_factory=list)  # (owner, blob)
@@ -82,7 +83,8 @@ class Report:
         if not self._fixed("leftovers"):
             lines += [f"leftover: orphan blob file {b}" for b in self.orphan_files]
             lines += [f"leftover: stray tmp file {t}" for t in self.tmp_files]
-            if self.orphan_files or self.tmp_files:
+            lines += [f"leftover: intent of blob {b}" for b in self.intents]
+            if self.orphan_files or self.tmp_files or self.intents:
                 lines.append(
                     "leftovers are what a crash left; the next start (or --repair) removes them"
                 )
@@ -174,6 +176,7 @@ async def _check(
             report.wrong_sizes.append((row.id, expected, actual))
     report.missing_files.sort()
     report.tmp_files = await files.leftovers()
+    report.intents = sorted([blob_id async for blob_id in catalog.audit.audit_intents()])
     report.wrong_counts = sorted(
         (b, row.refs, found[b]) for b, row in blobs.items() if row.refs != found[b]
     )
@@ -328,9 +331,10 @@ async def _read(
 async def _repair(
     catalog: Catalog, files: BlobStore, report: Report, leftovers: list[Stray]
 ) -> None:
-    if report.orphan_files or report.tmp_files:
+    if report.orphan_files or report.tmp_files or report.intents:
         await files.remove(leftovers)
         await files.empty_leftovers()
+        await catalog.write(lambda tx: tx.drop_intents(None))
         report.repaired.append("leftovers")
     if report.wrong_counts:
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import BinaryIO
 
 from .. import digest
@@ -31,9 +31,11 @@ class ObjectReader:
         obj: ObjectInfo,
         keys: Callable[[str], DataKey] | None = None,
         pool: concurrent.futures.Executor | None = None,
+        known: Mapping[str, bytes | None] | None = None,
     ) -> None:
         """`keys` opens the sealed data keys of an encrypted object's extents (crypto.WrongKey
-        when it cannot); `pool` decrypts."""
+        when it cannot); `pool` decrypts. `known`: what the lookup read of the blobs already
+        (CatalogReader.get_object_inline), not read again."""
         self.catalog = catalog
         self.blobs = blobs
         self.info = obj
@@ -42,6 +44,7 @@ class ObjectReader:
         self.keys = keys
         self.pool = pool
         self.data_keys: dict[str, DataKey] = {}
+        self.known = known or {}
 
     def _data_key(self, extent: Extent) -> DataKey:
         assert extent.key is not None and self.keys is not None
@@ -55,7 +58,10 @@ class ObjectReader:
         blobs = {e.blob for e in self.info.extents}
         if not blobs:
             return
-        self.inline = await self.catalog.read_inline(blobs)
+        self.inline = {b: data for b, data in self.known.items() if data is not None}
+        unknown = blobs - self.known.keys()
+        if unknown:
+            self.inline.update(await self.catalog.read_inline(unknown))
         for extent in self.info.extents:
             if extent.key is not None and extent.blob in self.inline:
                 # Inline ciphertext is at most --inline-max bytes: decrypted whole, once.

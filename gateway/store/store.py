@@ -24,6 +24,7 @@ from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
 from . import crypto, errors, listing, objectlock, staging, versions
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
+from .intents import Intents
 from .model import (
     NO_LOCK,
     Bucket,
@@ -61,10 +62,13 @@ class Store:
         inline_max: int = 64 * 1024,
         io_threads: int = 16,
         shared: bool = False,
+        blob_lease: float = 300.0,
     ) -> None:
         """Open a data folder over the catalog `catalog(pool)` makes. `shared`: one of several
         worker processes of one gateway, whose parent swept the folder and holds it;
-        otherwise this store holds it alone until `start()` has swept it."""
+        otherwise this store holds it alone until `start()` has swept it. `blob_lease`:
+        seconds a blob being written may go without news before others reclaim it
+        (intents.py)."""
         self.root = root
         self.inline_max = inline_max
         root.mkdir(parents=True, exist_ok=True)
@@ -80,6 +84,7 @@ class Store:
         # encrypted objects (app.py, fsck, `s3gw keys`); None: encryption is unavailable.
         self.keys: crypto.Keyring | None = None
         self._read: CatalogReader = self.catalog.reader
+        self.intents = Intents(self.catalog, self._read, self.files, blob_lease)
         # Frees of released blobs under way: they finish whatever becomes of their request.
         self._freeing: set[asyncio.Task[None]] = set()
 
@@ -110,6 +115,8 @@ class Store:
             log.info("start-up sweep: removing %d unreferenced blob files", len(stale))
             await self.files.remove(stale)
             orphans += len(stale)
+        # Every intent is a dead writer's (the folder is ours alone), its files gone now.
+        await self.catalog.write(lambda tx: tx.drop_intents(None))
         return tmp, orphans
 
     def totals(self) -> tuple[int, int]:
@@ -146,8 +153,9 @@ class Store:
             if exc is not None:
                 # A commit whose outcome is unknown may have made rows that use the staged
                 # blobs: they stay (an orphan costs space; a freed blob in use loses data).
+                # If it was not made, its intents lapse and a reclaimer frees those blobs.
                 if staged and not isinstance(exc, errors.CommitOutcomeUnknown):
-                    self._free_later(self.files.delete(list(staged)))
+                    self._free_later(self._drop_staged(list(staged)))
                 _answer(answer, None, exc)
                 return
             result, released = outcome.result()
@@ -158,6 +166,11 @@ class Store:
 
         self.catalog.write(fn, long=long).add_done_callback(settled)
         return answer
+
+    async def _drop_staged(self, blob_ids: list[str]) -> None:
+        """Remove staged blob files that no commit took, then their intents."""
+        await self.files.delete(blob_ids)
+        self.intents.drop(blob_ids)
 
     def _free_later(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -313,13 +326,13 @@ class Store:
         `encryption` if given, and return the blob (staging.py). It is referenced by nothing
         until a commit; `discard` drops it."""
         return await staging.stage(
-            chunks, self.files, self.pool, self.inline_max, observers, encryption
+            chunks, self.files, self.pool, self.inline_max, observers, encryption, self.intents
         )
 
     async def discard(self, blob: StagedBlob) -> None:
         """Drop a staged blob that will not be committed (its request failed a check)."""
         if blob.data is None:
-            await self.files.delete([blob.id])
+            await self._drop_staged([blob.id])
 
     async def put_object(
         self,
@@ -552,10 +565,16 @@ class Store:
             out.append(replace(e, key=done[e.key]))
         return tuple(out)
 
-    def reader(self, obj: ObjectInfo, customer_key: bytes | None = None) -> ObjectReader:
-        """A reader of `obj`'s bytes, not opened yet (`customer_key`: an SSE-C object's)."""
+    def reader(
+        self,
+        obj: ObjectInfo,
+        customer_key: bytes | None = None,
+        known: Mapping[str, bytes | None] | None = None,
+    ) -> ObjectReader:
+        """A reader of `obj`'s bytes, not opened yet (`customer_key`: an SSE-C object's;
+        `known`: its blobs as its lookup read them)."""
         keys = self.keys.opener(customer_key) if self.keys is not None else None
-        return ObjectReader(self._read, self.files, obj, keys, self.pool)
+        return ObjectReader(self._read, self.files, obj, keys, self.pool, known)
 
     async def content_md5(
         self,
@@ -794,9 +813,13 @@ class Store:
         `check` judges the version before anything is read (an SSE-C request's key) and gives
         the customer key its data keys need."""
         for _attempt in range(5):
-            obj = await self.head_object(bucket, key, version_id)
+            # The latest version and its inline bytes in one round trip when it is an object.
+            found = (
+                None if version_id is not None else await self._read.get_object_inline(bucket, key)
+            )
+            obj, known = found or (await self.head_object(bucket, key, version_id), None)
             customer_key = check(obj) if check is not None else None
-            reader = self.reader(obj, customer_key)
+            reader = self.reader(obj, customer_key, known)
             try:
                 await reader.open()
             except FileNotFoundError:

@@ -12,8 +12,9 @@ import http.client
 import os
 import random
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +29,7 @@ from tests.postgres import PostgresServer
 
 BUCKET = "shared"
 MIB = 1 << 20
+LEASE = "S3GW_BLOB_LEASE"
 
 
 @dataclass
@@ -36,9 +38,11 @@ class Cluster:
     url: str
     nodes: list[GatewayProcess]
 
+    env: dict[str, str] = field(default_factory=dict)
+
     def start_node(self, workers: int = 1) -> GatewayProcess:
         node = GatewayProcess(
-            self.data, {"S3GW_CATALOG": self.url, "S3GW_WORKERS": str(workers)}
+            self.data, {"S3GW_CATALOG": self.url, "S3GW_WORKERS": str(workers), **self.env}
         ).start()
         self.nodes.append(node)
         return node
@@ -57,7 +61,16 @@ class Cluster:
 @pytest.fixture
 def cluster(postgres: PostgresServer, tmp_path: Path) -> Iterator[Cluster]:
     """Three nodes (one with two worker processes) on a database of the test's own."""
-    c = Cluster(tmp_path / "data", postgres.database(), [])
+    yield from _cluster(Cluster(tmp_path / "data", postgres.database(), []))
+
+
+@pytest.fixture
+def leased(postgres: PostgresServer, tmp_path: Path) -> Iterator[Cluster]:
+    """The same, with a blob lease of one second: a dead writer's blob is reclaimed soon."""
+    yield from _cluster(Cluster(tmp_path / "data", postgres.database(), [], {LEASE: "1.0"}))
+
+
+def _cluster(c: Cluster) -> Iterator[Cluster]:
     try:
         for workers in (1, 2, 1):
             c.start_node(workers)
@@ -218,3 +231,93 @@ def test_a_node_alone_sweeps_what_a_crash_left(cluster: Cluster) -> None:
     node = cluster.start_node()
     assert not leftover.exists()
     assert not any("no start-up sweep" in line for line in node.log)
+
+
+def _start_put(node: GatewayProcess, key: str, size: int) -> http.client.HTTPConnection:
+    """A PUT of `size` bytes whose headers are sent, and none of its body yet."""
+    url = f"{node.url}/{BUCKET}/{key}"
+    parts = urlsplit(url)
+    headers = raw.sign("PUT", url, {"Content-Length": str(size)}, payload_hash="UNSIGNED-PAYLOAD")
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn.putrequest("PUT", parts.path, skip_host=True, skip_accept_encoding=True)
+    for name, value in {"Host": parts.netloc, **headers}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    return conn
+
+
+def _intents(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute("SELECT blob_id FROM blob_intents")]
+
+
+def _wait_for(what: str, ready: Any, serve: Any = None, tries: int = 600) -> None:
+    """Poll `ready` (calling `serve` between tries, the other nodes' ordinary work)."""
+    for _ in range(tries):
+        if ready():
+            return
+        if serve is not None:
+            serve()
+        time.sleep(0.05)
+    raise AssertionError(f"never saw: {what}")
+
+
+def test_the_nodes_left_reclaim_a_killed_nodes_upload_while_serving(leased: Cluster) -> None:
+    victim, other, third = leased.nodes
+    s3, s3b = other.client(), third.client()
+    s3.put_object(Bucket=BUCKET, Key="before", Body=b"kept")
+    conn = _start_put(victim, "cut", 8 * MIB)
+    conn.send(os.urandom(2 * MIB))  # a file from the first MiB on: an intent, a body in tmp/
+    _wait_for("the victim's intent", lambda: _intents(leased.url))
+    (orphan,) = _intents(leased.url)
+    _wait_for("its body in tmp/", lambda: (leased.data / "tmp" / orphan).exists())
+    victim.kill()
+    conn.close()
+
+    served = []
+
+    def serve() -> None:
+        n = len(served)
+        body = os.urandom(100_000 + n)  # files, each through its own intent
+        s3.put_object(Bucket=BUCKET, Key=f"k{n % 5}", Body=body)
+        assert s3b.get_object(Bucket=BUCKET, Key=f"k{n % 5}")["Body"].read() == body
+        served.append(n)
+
+    # Once the lease lapses the others take the intent and the body, while they serve.
+    _wait_for(
+        "the orphan reclaimed",
+        lambda: not _intents(leased.url) and not (leased.data / "tmp" / orphan).exists(),
+        serve,
+    )
+    assert served, "the reclaim came before any request: nothing shows it ran while serving"
+    assert s3.get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=BUCKET, Key="cut")
+    leased.stop()
+    report = leased.fsck()
+    assert report.damage == [], report.render()
+    assert (report.orphan_files, report.tmp_files, report.intents) == ([], [], []), report.render()
+
+
+def test_a_slow_upload_past_the_lease_keeps_its_blob(leased: Cluster) -> None:
+    """A body that takes several leases to arrive, reclaimers running on every node: the
+    writer renews its intent as the bytes come, and its object is made whole."""
+    writer, reader, _ = leased.nodes
+    body = os.urandom(3 * MIB)
+    conn = _start_put(writer, "slow", len(body))
+    conn.send(body[:MIB])
+    for start in range(MIB, len(body), 64 * 1024):  # 32 pieces, 0.15 s apart: 4.8 s
+        time.sleep(0.15)
+        conn.send(body[start : start + 64 * 1024])
+    answer = conn.getresponse()
+    assert answer.status == 200, answer.read()
+    conn.close()
+    got = reader.client().get_object(Bucket=BUCKET, Key="slow")["Body"].read()
+    assert got == body
+    assert _intents(leased.url) == []
+    leased.stop()
+    report = leased.fsck()
+    assert report.damage == [], report.render()
+    assert (report.orphan_files, report.tmp_files, report.intents) == ([], [], []), report.render()

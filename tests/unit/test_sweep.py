@@ -68,6 +68,7 @@ def _reference(root: Path, blob_ids: list[str]) -> None:
             data = blob_id.encode()
             md5 = hashlib.md5(data)
             extent = Extent(blob_id, 0, len(data))
+            await tx.add_intent(blob_id, "test", 2**62)  # as a writer records it first
             await tx.retain([extent], [StagedBlob(blob_id, len(data), md5.digest())])
             obj = ObjectInfo(
                 bucket, f"key-{n}", len(data), md5.hexdigest(), 1, ObjectAttrs(), (extent,)

@@ -81,6 +81,15 @@ Row = tuple[Any, ...]
 
 _OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
 
+# get_object_inline: the object's columns, then its first extent's blob (a multipart object's
+# manifest, of up to 10,000 extents, is not parsed for it).
+_OBJECT_AND_BLOB = (
+    f"SELECT {', '.join('o.' + c for c in OBJECT_COLUMNS.split(', '))}, b.id, b.data "
+    "FROM objects o LEFT JOIN blobs b ON b.id = "
+    "CASE WHEN o.parts IS NULL THEN o.manifest::json->0->>0 END "
+    "WHERE o.bucket = %s AND o.key = %s"
+)
+
 
 class Conflict(Exception):
     """Another transaction changed what this write depends on: run the write again."""
@@ -219,6 +228,25 @@ class _Reads:
             (sorted(set(blob_ids)),),
         )
         return {blob: data for blob, data in rows}
+
+    async def get_object_inline(
+        self, bucket: str, key: str
+    ) -> tuple[ObjectInfo, dict[str, bytes | None]] | None:
+        row = await self._one(_OBJECT_AND_BLOB, (bucket, key.encode()))
+        if row is None:
+            return None
+        blob, data = row[-2:]
+        return object_from_row(bucket, row[:-2]), {} if blob is None else {blob: data}
+
+    async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        # One statement, one snapshot: a commit that turned an intent into a blob between
+        # two reads would otherwise be seen in neither.
+        rows = await self._all(
+            "SELECT blob_id FROM blob_intents WHERE blob_id = ANY(%s) "
+            "UNION ALL SELECT id FROM blobs WHERE id = ANY(%s)",
+            (list(blob_ids), list(blob_ids)),
+        )
+        return {blob for (blob,) in rows}
 
     async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
         rows = await self._all(
@@ -396,6 +424,16 @@ class PostgresTx(ConnReader):
 
     async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
         counts = Counter(e.blob for e in extents)
+        new_blobs = list(new_blobs)
+        files = [blob.id for blob in new_blobs if blob.data is None]
+        if files:
+            # The files are this write's only while their intents are (intents.py). A
+            # reclaimer deleting an intent holds its row: this waits, then finds it gone.
+            taken = await self._all(
+                "DELETE FROM blob_intents WHERE blob_id = ANY(%s) RETURNING blob_id", (files,)
+            )
+            if len(taken) != len(files):
+                raise errors.IntentLost(errors.INTENT_LOST)
         for blob in new_blobs:
             await self._run(
                 "INSERT INTO blobs (id, size, refs, data) VALUES (%s, %s, %s, %s)",
@@ -576,6 +614,38 @@ class PostgresTx(ConnReader):
         if row and row[0]:
             self.released.append(blob_id)
 
+    async def add_intent(self, blob_id: str, node: str, expires_ns: int) -> None:
+        await self._run(
+            "INSERT INTO blob_intents (blob_id, node, expires_ns) VALUES (%s, %s, %s)",
+            (blob_id, node, expires_ns),
+        )
+
+    async def renew_intent(self, blob_id: str, expires_ns: int) -> bool:
+        return (
+            await self._run(
+                "UPDATE blob_intents SET expires_ns = %s WHERE blob_id = %s", (expires_ns, blob_id)
+            )
+            == 1
+        )
+
+    async def drop_intents(self, blob_ids: Iterable[str] | None) -> None:
+        if blob_ids is None:
+            await self._run("DELETE FROM blob_intents")
+            return
+        await self._run("DELETE FROM blob_intents WHERE blob_id = ANY(%s)", (list(blob_ids),))
+
+    async def take_expired_intents(self, now_ns: int, limit: int) -> list[str]:
+        # The expiry is judged again on each row as the DELETE locks it: an intent renewed
+        # or committed (deleted) meanwhile by its writer is skipped. No SKIP LOCKED: two
+        # reclaimers wait for each other here and take each row once.
+        rows = await self._all(
+            "DELETE FROM blob_intents WHERE blob_id IN (SELECT blob_id FROM blob_intents "
+            "WHERE expires_ns < %s ORDER BY expires_ns LIMIT %s) AND expires_ns < %s "
+            "RETURNING blob_id",
+            (now_ns, limit, now_ns),
+        )
+        return [blob_id for (blob_id,) in rows]
+
     async def delete_upload(self, upload_id: str) -> list[Part]:
         # The upload's row first: its exclusive lock waits for the parts being written into
         # it (they hold its SHARE lock), whose rows the next statement then sees.
@@ -612,3 +682,7 @@ class PostgresAudit:
         ):
             part = part_from_row(row[0], row[1:7])
             yield part, upload_from_row(row[7:]) if row[7] is not None else None
+
+    async def audit_intents(self) -> AsyncIterator[str]:
+        async for (blob_id,) in self.catalog.stream("SELECT blob_id FROM blob_intents"):
+            yield blob_id

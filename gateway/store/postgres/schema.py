@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -116,6 +116,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # A bucket's configuration documents by name (CORS, policy, ACL, ...) as one JSON text,
     # as on SQLite; NULL: none set.
     4: ("ALTER TABLE buckets ADD COLUMN IF NOT EXISTS settings text",),
+    # Blob intents (gateway/store/intents.py): a blob file being written and not yet committed,
+    # recorded before the file is published and deleted by the commit that inserts the blob's
+    # row; past `expires_ns` (its writer's clock) any node may take the row and delete the file.
+    5: (
+        """CREATE TABLE IF NOT EXISTS blob_intents (
+            blob_id     text COLLATE "C" PRIMARY KEY,
+            node        text NOT NULL,
+            expires_ns  bigint NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS blob_intents_by_expiry ON blob_intents (expires_ns)",
+    ),
 }
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (

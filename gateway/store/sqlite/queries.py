@@ -48,6 +48,15 @@ from ..rows import (
     version_values,
 )
 
+# get_object_inline: the object's columns, then its first extent's blob (a multipart object's
+# manifest, of up to 10,000 extents, is not parsed for it).
+_OBJECT_AND_BLOB = (
+    f"SELECT {', '.join('o.' + c for c in OBJECT_COLUMNS.split(', '))}, b.id, b.data "
+    "FROM objects o LEFT JOIN blobs b ON b.id = "
+    "CASE WHEN o.parts IS NULL THEN json_extract(o.manifest, '$[0][0]') END "
+    "WHERE o.bucket = ? AND o.key = ?"
+)
+
 # Names looked up per statement: well under SQLite's limit on bound parameters.
 _LOOKUP_BATCH = 500
 
@@ -174,6 +183,30 @@ class SqliteReader:
                 found[blob] = row[0]
         return found
 
+    async def get_object_inline(
+        self, bucket: str, key: str
+    ) -> tuple[ObjectInfo, dict[str, bytes | None]] | None:
+        row = self.conn.execute(_OBJECT_AND_BLOB, (bucket, key.encode())).fetchone()
+        if row is None:
+            return None
+        blob, data = row[-2:]
+        return object_from_row(bucket, row[:-2]), {} if blob is None else {blob: data}
+
+    async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        for start in range(0, len(blob_ids), _LOOKUP_BATCH):
+            batch = list(blob_ids[start : start + _LOOKUP_BATCH])
+            marks = ",".join("?" * len(batch))
+            known.update(
+                row[0]
+                for row in self.conn.execute(
+                    f"SELECT blob_id FROM blob_intents WHERE blob_id IN ({marks}) "
+                    f"UNION ALL SELECT id FROM blobs WHERE id IN ({marks})",
+                    batch + batch,
+                )
+            )
+        return known
+
     async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
         # Each name is looked up exactly, never as a range of ids: a range bound worked out as
         # text (the `ffff` directory's "next prefix" is "10000", below "ffff…") once made every
@@ -218,6 +251,10 @@ class SqliteAudit:
         for row in rows:
             part = part_from_row(row[0], row[1:7])
             yield part, upload_from_row(row[7:]) if row[7] is not None else None
+
+    async def audit_intents(self) -> AsyncIterator[str]:
+        for (blob_id,) in self.conn.execute("SELECT blob_id FROM blob_intents"):
+            yield blob_id
 
 
 class SqliteTx(SqliteReader):
@@ -282,6 +319,11 @@ class SqliteTx(SqliteReader):
     async def retain(self, extents: Iterable[Extent], new_blobs: Iterable[StagedBlob] = ()) -> None:
         counts = Counter(e.blob for e in extents)
         for blob in new_blobs:
+            if blob.data is None:
+                # The file is this write's only while its intent is (intents.py).
+                cur = self.conn.execute("DELETE FROM blob_intents WHERE blob_id = ?", (blob.id,))
+                if cur.rowcount != 1:
+                    raise errors.IntentLost(errors.INTENT_LOST)
             self.conn.execute(
                 "INSERT INTO blobs (id, size, refs, data) VALUES (?, ?, ?, ?)",
                 (blob.id, blob.size, counts.pop(blob.id, 0), blob.data),
@@ -378,6 +420,34 @@ class SqliteTx(SqliteReader):
         ).fetchone()
         if row and row[0]:
             self.released.append(blob_id)
+
+    async def add_intent(self, blob_id: str, node: str, expires_ns: int) -> None:
+        self.conn.execute(
+            "INSERT INTO blob_intents (blob_id, node, expires_ns) VALUES (?, ?, ?)",
+            (blob_id, node, expires_ns),
+        )
+
+    async def renew_intent(self, blob_id: str, expires_ns: int) -> bool:
+        cur = self.conn.execute(
+            "UPDATE blob_intents SET expires_ns = ? WHERE blob_id = ?", (expires_ns, blob_id)
+        )
+        return cur.rowcount == 1
+
+    async def drop_intents(self, blob_ids: Iterable[str] | None) -> None:
+        if blob_ids is None:
+            self.conn.execute("DELETE FROM blob_intents")
+            return
+        self.conn.executemany(
+            "DELETE FROM blob_intents WHERE blob_id = ?", [(blob_id,) for blob_id in blob_ids]
+        )
+
+    async def take_expired_intents(self, now_ns: int, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "DELETE FROM blob_intents WHERE blob_id IN (SELECT blob_id FROM blob_intents "
+            "WHERE expires_ns < ? ORDER BY expires_ns LIMIT ?) RETURNING blob_id",
+            (now_ns, limit),
+        )
+        return [blob_id for (blob_id,) in rows.fetchall()]
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
@@ -91,6 +91,16 @@ CREATE TABLE IF NOT EXISTS blobs (
     refs        INTEGER NOT NULL,
     data        BLOB
 );
+
+-- A blob file being written and not yet committed (docs/scaling.md, "Orphan blobs"): recorded
+-- before the file is published, deleted by the commit that inserts the blob's row. Past
+-- `expires_ns` (its writer's clock) any node may take the row and delete the file.
+CREATE TABLE IF NOT EXISTS blob_intents (
+    blob_id     TEXT PRIMARY KEY,
+    node        TEXT NOT NULL,
+    expires_ns  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS blob_intents_by_expiry ON blob_intents (expires_ns);
 """
 
 
@@ -131,6 +141,7 @@ def initialise(path: Path) -> None:
         if 0 < version < 5:
             # 5: bucket configurations (CORS, policy, ACL, ...): none set yet.
             steps.append("ALTER TABLE buckets ADD COLUMN settings TEXT;")
+        # 6: blob intents, a table of its own made by SCHEMA (empty: no write in flight).
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
