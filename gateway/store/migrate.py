@@ -110,7 +110,7 @@ def migrate(
         raise MigrateError(f"{root}'s catalog was already migrated, to {moved_to(root)}")
     lock = FolderLock(root)
     try:
-        lock.exclusive("migrate", wait=0)
+        lock.exclusive(str(root), wait=0)
         started = time.monotonic()
         try:
             # An older catalog is brought to this gateway's schema first, as a start would.
