@@ -1,4 +1,5 @@
-"""Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck` and `s3gw bench`."""
+"""Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck`, `s3gw migrate` and
+`s3gw bench`."""
 
 from __future__ import annotations
 
@@ -59,6 +60,23 @@ def _fsck(args: argparse.Namespace) -> int:
     return 1 if report.damage else 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from .store.migrate import MigrateError, migrate
+
+    try:
+        if not args.to:
+            raise config.StartError("--to is required: the postgresql:// URL to move into")
+        url = config.catalog_url(args.to)
+        if url == "sqlite":
+            raise config.StartError("--to must be a postgresql:// URL: the catalog is SQLite now")
+        summary = migrate(Path(args.data), url, batch=args.batch, sample=args.sample)
+    except (FolderInUse, MigrateError, config.StartError) as exc:
+        print(f"s3gw migrate: {exc}", file=sys.stderr)
+        return 2
+    print(summary.render())
+    return 0
+
+
 def _keys(args: argparse.Namespace) -> int:
     from .store.crypto import rotate_master
 
@@ -69,6 +87,13 @@ def _keys(args: argparse.Namespace) -> int:
         return 2
     print(f"master key rotated: now {new}; no object was rewritten")
     return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,6 +116,17 @@ def main(argv: list[str] | None = None) -> None:
     fsck.add_argument(
         "--repair", action="store_true", help="remove orphans and fix reference counts"
     )
+    move = commands.add_parser(
+        "migrate", help="move the data folder's SQLite catalog into an empty PostgreSQL database"
+    )
+    move.add_argument("--data", default=config.env_default("data"), help="data folder")
+    move.add_argument(
+        "--to", default="", help="postgresql://USER:PASSWORD@HOST:PORT/DB (an empty database)"
+    )
+    move.add_argument("--batch", type=_positive, default=1000, help="rows per batch")
+    move.add_argument(
+        "--sample", type=_positive, default=100, help="objects read back through both catalogs"
+    )
     keys = commands.add_parser("keys", help="encryption keys: `keys rotate` the master key")
     keys.add_argument("action", choices=["rotate"])
     keys.add_argument("--data", default=config.env_default("data"), help="data folder")
@@ -102,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "fsck":
         os.umask(PRIVATE)
         raise SystemExit(_fsck(args))
+    if args.command == "migrate":
+        os.umask(PRIVATE)
+        raise SystemExit(_migrate(args))
     if args.command == "bench":
         raise SystemExit(args.run(args))
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .api import Catalog
 from .errors import StoreError
+from .migrate import moved_to
 from .model import (
     Bucket,
     DeleteCondition,
@@ -41,6 +42,13 @@ def open_catalog(root: Path, pool: concurrent.futures.Executor, url: str | None 
     if it has none), `postgresql://...` for a PostgreSQL database (its schema made or
     migrated)."""
     if url is None or url == "sqlite":
+        moved = moved_to(root)
+        if moved is not None:
+            # Its blobs are the moved catalog's now: a start on the old file would serve stale
+            # rows, and its sweep would delete every blob written since.
+            raise StoreError(
+                f"{root}'s catalog was migrated to {moved}: use --catalog with that URL"
+            )
         return SqliteCatalog(root / "catalog.sqlite3", pool)
     if url.startswith(("postgresql://", "postgres://")):
         # Imported here: a gateway on SQLite never loads the PostgreSQL driver.
