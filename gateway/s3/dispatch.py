@@ -28,10 +28,11 @@ from .authorize import (
 )
 from .context import Context
 from .errors import S3Error
-from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
+from .middleware import BUCKET, OPERATION, RECEIVED, REQUESTER, TARGET, USER
 from .ops import acl as acl_ops
 from .ops import (
     attributes,
+    bucketlog,
     buckets,
     copy,
     encryption,
@@ -67,6 +68,7 @@ OPERATIONS: dict[str, Operation] = {
     **cors_ops.OPERATIONS,
     **post.OPERATIONS,
     **encryption.OPERATIONS,
+    **bucketlog.OPERATIONS,
 }
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
 _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
@@ -118,6 +120,8 @@ class Dispatcher:
                 )
             )
         request[USER] = auth.user.display_name
+        if not is_anonymous(auth.user):
+            request[REQUESTER] = auth.user.canonical_id
         operation = OPERATIONS.get(target.operation)
         if operation is None:
             raise S3Error(

@@ -147,6 +147,8 @@ def _bucket_operation(method: str, query: Mapping[str, str]) -> str:
     if method == "HEAD":
         return "HeadBucket"
     if method == "POST":
+        if "logging" in query:
+            return "PostBucketLogging"  # RGW's flush extension (ops/bucketlog.py)
         return "DeleteObjects" if "delete" in query else "PostObject"
     verb = _VERBS.get(method)
     if verb is None:
