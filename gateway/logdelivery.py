@@ -242,8 +242,8 @@ def _object_size(request: web.Request, response: web.StreamResponse, operation: 
         total = content_range.rsplit("/", 1)[1]
         return int(total) if total.isdigit() else None
     if operation in ("GetObject", "HeadObject"):
-        length = response.headers.get("Content-Length")
-        return int(length) if length and length.isdigit() else None
+        # A streamed body's length is the response's, not a header set by hand.
+        return response.content_length
     if operation in ("PutObject", "UploadPart", "PostObject"):
         length = request.headers.get("Content-Length")
         decoded = request.headers.get("x-amz-decoded-content-length")

@@ -210,6 +210,7 @@ _OPERATION_NAMES = {
     "PutObjectLegalHold": "REST.PUT.LEGAL_HOLD",
     "GetObjectAttributes": "REST.GET.OBJECT_ATTRIBUTES",
     "OptionsPreflight": "REST.OPTIONS.PREFLIGHT",
+    "PostBucketLogging": "REST.POST.LOGGING",  # the RGW extension
 }
 
 

@@ -60,7 +60,7 @@ _NAMES = {
     "ListObjectVersions", "ListMultipartUploads", "DeleteObjects", "PostObject", "HeadObject",
     "GetObject", "PutObject", "CopyObject", "DeleteObject", "CreateMultipartUpload", "UploadPart",
     "UploadPartCopy", "CompleteMultipartUpload", "AbortMultipartUpload", "ListParts",
-    "RestoreObject", "SelectObjectContent", "OptionsPreflight",
+    "RestoreObject", "SelectObjectContent", "OptionsPreflight", "PostBucketLogging",
     *(verb + name for verb in _VERBS.values() for name in _BUCKET_SUBRESOURCES.values()),
     *(verb + name for verb in _VERBS.values() for name in _OBJECT_SUBRESOURCES.values()),
 }  # fmt: skip
