@@ -27,7 +27,15 @@ from aiohttp import web
 from .s3 import bucketlog, grants, sse
 from .s3.bucketlog import LoggingConfig, Record
 from .s3.errors import S3Error
-from .s3.middleware import BUCKET, ERROR_CODE, OPERATION, REQUEST_ID, REQUESTER, TARGET
+from .s3.middleware import (
+    ACL_REQUIRED,
+    BUCKET,
+    ERROR_CODE,
+    OPERATION,
+    REQUEST_ID,
+    REQUESTER,
+    TARGET,
+)
 from .store import Bucket, ObjectAttrs, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -214,6 +222,7 @@ def _record(
         auth_type=auth_type,
         host_header=headers.get("Host"),
         tls_version=ssl_object.version() if ssl_object is not None else None,
+        acl_required=request.get(ACL_REQUIRED, False),
     )
 
 

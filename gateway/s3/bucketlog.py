@@ -13,7 +13,7 @@ import datetime
 import json
 import secrets
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element
 
 from . import grants, xml
@@ -43,6 +43,8 @@ class LoggingConfig:
     grants: tuple[TargetGrant, ...] = ()
     key_format: str = SIMPLE
     date_source: str = "EventTime"  # PartitionedPrefix's PartitionDateSource
+    # When it was set: GetBucketLogging's Last-Modified (RGW sends it; s3-tests reads it).
+    modified_ns: int = field(default=0, compare=False)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -52,6 +54,7 @@ class LoggingConfig:
                 "grants": [[g.kind, g.value, g.permission] for g in self.grants],
                 "format": self.key_format,
                 "date_source": self.date_source,
+                "modified_ns": self.modified_ns,
             }
         )
 
@@ -64,6 +67,7 @@ class LoggingConfig:
             tuple(TargetGrant(*g) for g in doc["grants"]),
             doc["format"],
             doc["date_source"],
+            doc.get("modified_ns", 0),
         )
 
 

@@ -15,6 +15,8 @@ from ..users import User
 from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
 from .authorize import (
+    BUCKET_OWNER_ENFORCED,
+    OWNERSHIP,
     PER_KEY,
     READS,
     Access,
@@ -26,9 +28,10 @@ from .authorize import (
     object_attrs,
     resolve_bucket,
 )
+from .bucketlog import SETTING as LOGGING
 from .context import Context
 from .errors import S3Error
-from .middleware import BUCKET, OPERATION, RECEIVED, REQUESTER, TARGET, USER
+from .middleware import ACL_REQUIRED, BUCKET, OPERATION, RECEIVED, REQUESTER, TARGET, USER
 from .ops import acl as acl_ops
 from .ops import (
     attributes,
@@ -86,6 +89,15 @@ def refuse_unsupported(headers: Mapping[str, str]) -> None:
 
 def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
     return decide(dataclasses.replace(access, operation=operation, key=key, version_id=version_id))
+
+
+def _acl_required(access: Access) -> bool:
+    """Would the request be refused with the bucket's ACLs disabled? Server access logs say
+    so (their aclRequired field), for owners deciding whether ACLs can go."""
+    settings = {**access.bucket.settings, OWNERSHIP: BUCKET_OWNER_ENFORCED}
+    return not decide(
+        dataclasses.replace(access, bucket=dataclasses.replace(access.bucket, settings=settings))
+    )
 
 
 class Dispatcher:
@@ -158,6 +170,8 @@ class Dispatcher:
                     except S3Error as exc:
                         await self._missing_instead(exc, access)
                         raise
+                    if LOGGING in bucket.settings and _acl_required(access):
+                        request[ACL_REQUIRED] = True
                 if target.operation in _OBJECT_ACL_WRITES:
                     owner, acl = acl_ops.object_acl_for_write(
                         request.headers, auth.user, bucket, self.users_by_id.__contains__

@@ -59,6 +59,8 @@ USER = web.RequestKey("user", str)
 # of the answer: server access log fields.
 REQUESTER = web.RequestKey("requester", str)
 ERROR_CODE = web.RequestKey("error_code", str)
+# Set when only an ACL let the request in (the access log's aclRequired field).
+ACL_REQUIRED = web.RequestKey("acl_required", bool)
 RECEIVED = web.RequestKey("received", int)
 # The bucket a request names, as the dispatcher found it: its CORS rules shape the answer.
 BUCKET = web.RequestKey("bucket", Bucket)

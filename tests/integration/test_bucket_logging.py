@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests import raw
-from tests.integration.accounts import USERS
+from tests.integration.accounts import ALT_ID, OWNER_ID, USERS
 from tests.server import GatewayProcess
 
 OWNER = ("OWNERACCESSKEY000001", "owner-secret")
@@ -323,3 +323,21 @@ def test_clean_stop_delivers_pending_records(tmp_path):
         assert [r["key"] for r in records] == ["k0", "k1", "k2"]
     finally:
         server.stop()
+
+
+def test_acl_required_and_last_modified(gateway, s3):
+    s3.create_bucket(Bucket="src-g")
+    s3.create_bucket(Bucket="logs-g")
+    s3.put_bucket_ownership_controls(
+        Bucket="src-g", OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
+    s3.put_bucket_acl(Bucket="src-g", GrantRead=f"id={ALT_ID}", GrantFullControl=f"id={OWNER_ID}")
+    enable(s3, "src-g", "logs-g")
+    modified = s3.get_bucket_logging(Bucket="src-g")["ResponseMetadata"]["HTTPHeaders"]
+    assert "last-modified" in modified
+    gateway.client(*ALT).list_objects_v2(Bucket="src-g")
+    s3.list_objects_v2(Bucket="src-g")
+    records = parse(s3.get_object(Bucket="logs-g", Key=flush(gateway, "src-g"))["Body"].read())
+    listings = [(r["requester"], r["acl"]) for r in records if r["operation"] == "REST.GET.BUCKET"]
+    # Only the ACL's grant let the other account list; the owner needs none.
+    assert listings == [(ALT_ID, "Yes"), (OWNER_ID, "-")]

@@ -6,6 +6,9 @@ The records themselves are taken and delivered by gateway/logdelivery.py.
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
@@ -29,6 +32,7 @@ async def put_bucket_logging(ctx: Context) -> web.StreamResponse:
     config = bucketlog.parse_status(await ctx.read_xml(MAX_BUCKET_XML))
     if config is not None:
         await _check_target(ctx, config)
+        config = dataclasses.replace(config, modified_ns=time.time_ns())
     await ctx.store.set_bucket_setting(
         ctx.bucket, bucketlog.SETTING, config.to_json() if config is not None else None
     )
@@ -70,7 +74,10 @@ async def get_bucket_logging(ctx: Context) -> web.StreamResponse:
     stored = ctx.bucket_record.settings.get(bucketlog.SETTING)
     # No configuration is no error: an empty BucketLoggingStatus (logging is off).
     config = bucketlog.LoggingConfig.from_json(stored) if stored is not None else None
-    return web.Response(body=bucketlog.render_status(config), content_type="application/xml")
+    headers = {"Last-Modified": xml.http_date(config.modified_ns)} if config else {}
+    return web.Response(
+        body=bucketlog.render_status(config), headers=headers, content_type="application/xml"
+    )
 
 
 async def post_bucket_logging(ctx: Context) -> web.StreamResponse:
