@@ -233,6 +233,14 @@ def test_invalid_configurations_change_nothing(gateway, s3):
         Bucket=enforced,
         OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
     )
+    s3.create_bucket(Bucket="locked-f", ObjectLockEnabledForBucket=True)
+    s3.put_object_lock_configuration(
+        Bucket="locked-f",
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+        },
+    )
     grant = {
         "Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
         "Permission": "READ",
@@ -240,6 +248,7 @@ def test_invalid_configurations_change_nothing(gateway, s3):
     attempts = [
         ({"TargetBucket": "no-such-target", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
         ({"TargetBucket": "theirs-f", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
+        ({"TargetBucket": "locked-f", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
         (
             {"TargetBucket": enforced, "TargetPrefix": "x/", "TargetGrants": [grant]},
             "InvalidTargetBucketForLogging",

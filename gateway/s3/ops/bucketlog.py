@@ -40,9 +40,9 @@ async def put_bucket_logging(ctx: Context) -> web.StreamResponse:
 
 
 async def _check_target(ctx: Context, config: bucketlog.LoggingConfig) -> None:
-    """AWS's checks of the target (PutBucketLogging; userguide/enable-server-access-logging):
-    it exists, belongs to the source bucket's owner, and takes no grants when ACLs are
-    disabled on it. It may be the source bucket itself."""
+    """AWS's checks of the target (PutBucketLogging; userguide/ServerLogs.html): it exists,
+    belongs to the source bucket's owner, has no default retention, and takes no grants when
+    ACLs are disabled on it. It may be the source bucket itself."""
     assert ctx.bucket_record is not None
     target = await ctx.store.get_bucket(config.target_bucket)
     if target is None:
@@ -51,6 +51,15 @@ async def _check_target(ctx: Context, config: bucketlog.LoggingConfig) -> None:
         raise S3Error(
             "InvalidTargetBucketForLogging",
             "The owner for the bucket to be logged and the target bucket must be the same.",
+            TargetBucket=config.target_bucket,
+        )
+    if target.default_retention is not None:
+        # "The destination bucket must not have an S3 Object Lock default retention period
+        # configuration" (userguide/ServerLogs.html): log objects must stay deletable.
+        raise S3Error(
+            "InvalidTargetBucketForLogging",
+            "The target bucket for logging must not have an Object Lock default retention "
+            "period configured.",
             TargetBucket=config.target_bucket,
         )
     if config.grants and ownership(target) == BUCKET_OWNER_ENFORCED:
