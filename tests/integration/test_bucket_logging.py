@@ -8,6 +8,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import pytest
@@ -342,6 +343,10 @@ def test_clean_stop_delivers_pending_records(tmp_path, workers):
         server.stop()
 
 
+def last_modified(s3: Any, bucket: str) -> str:
+    return s3.get_bucket_logging(Bucket=bucket)["ResponseMetadata"]["HTTPHeaders"]["last-modified"]
+
+
 def test_acl_required_and_last_modified(gateway, s3):
     s3.create_bucket(Bucket="src-g")
     s3.create_bucket(Bucket="logs-g")
@@ -350,8 +355,14 @@ def test_acl_required_and_last_modified(gateway, s3):
     )
     s3.put_bucket_acl(Bucket="src-g", GrantRead=f"id={ALT_ID}", GrantFullControl=f"id={OWNER_ID}")
     enable(s3, "src-g", "logs-g")
-    modified = s3.get_bucket_logging(Bucket="src-g")["ResponseMetadata"]["HTTPHeaders"]
-    assert "last-modified" in modified
+    modified = last_modified(s3, "src-g")
+    time.sleep(1.1)  # Last-Modified counts whole seconds
+    enable(s3, "src-g", "logs-g")
+    # The same configuration again is no change (s3-tests test_bucket_logging_mtime).
+    assert last_modified(s3, "src-g") == modified
+    enable(s3, "src-g", "logs-g", TargetObjectKeyFormat={"PartitionedPrefix": {}})
+    assert parsedate_to_datetime(last_modified(s3, "src-g")) > parsedate_to_datetime(modified)
+    enable(s3, "src-g", "logs-g")
     gateway.client(*ALT).list_objects_v2(Bucket="src-g")
     s3.list_objects_v2(Bucket="src-g")
     records = parse(s3.get_object(Bucket="logs-g", Key=flush(gateway, "src-g"))["Body"].read())

@@ -29,10 +29,16 @@ def _owner_only(ctx: Context) -> None:
 
 async def put_bucket_logging(ctx: Context) -> web.StreamResponse:
     _owner_only(ctx)
+    assert ctx.bucket_record is not None
     config = bucketlog.parse_status(await ctx.read_xml(MAX_BUCKET_XML))
     if config is not None:
         await _check_target(ctx, config)
-        config = dataclasses.replace(config, modified_ns=time.time_ns())
+        stored = ctx.bucket_record.settings.get(bucketlog.SETTING)
+        before = bucketlog.LoggingConfig.from_json(stored) if stored is not None else None
+        # The same configuration again changes nothing, not even its time.
+        same = before is not None and before == config
+        modified = before.modified_ns if same and before is not None else time.time_ns()
+        config = dataclasses.replace(config, modified_ns=modified)
     await ctx.store.set_bucket_setting(
         ctx.bucket, bucketlog.SETTING, config.to_json() if config is not None else None
     )
