@@ -12,6 +12,7 @@ from aiohttp import web
 from . import digest, metrics
 from .config import Settings
 from .lifecycle import LifecycleWorker
+from .logdelivery import LOG_DELIVERY, LogDelivery
 from .s3 import sse
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, open_store
@@ -74,10 +75,12 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
     store.keys = sse.load_keyring(settings)
-    handler = s3_handler(store, settings, users)
+    delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
+    handler = s3_handler(store, settings, users, delivery.observe)
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
+    app[LOG_DELIVERY] = delivery
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").
     for path, endpoint in (
@@ -92,6 +95,8 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     app.cleanup_ctx.append(_count_stored)
     app.cleanup_ctx.append(_lifecycle(LifecycleWorker(store, settings.lifecycle_day)))
     app.cleanup_ctx.append(_background(store.intents.run_forever))
+    # After the lifecycle's: cleanup runs in reverse, so the logs go before the store closes.
+    app.cleanup_ctx.append(delivery.cleanup_context)
     app.on_response_prepare.append(on_response_prepare)
 
     async def close_store(app: web.Application) -> None:

@@ -45,6 +45,7 @@ class Settings:
     log_format: str = "text"
     max_object_size: int = limits.MAX_PUT_SIZE
     lifecycle_day: float = 86_400.0
+    log_delivery_interval: float = 300.0
     bucket_defaults: str = "aws"
     kms_keys: Path | None = None
     sse_c_over_http: str = "refuse"
@@ -121,6 +122,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         86_400.0,
         "seconds a day lasts for lifecycle rules (for tests; a real day is 86400)",
     ),
+    # Server access logs: AWS delivers batches within hours; five minutes here by default.
+    (
+        "log-delivery-interval",
+        float,
+        300.0,
+        "seconds a bucket's server access log records wait before they are written, as one "
+        "object, into its target bucket",
+    ),
     # AWS's defaults since April 2023 (SSE-C blocked since April 2026); the older ones are
     # what ceph's s3-tests assume.
     (
@@ -155,6 +164,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "shutdown-timeout": (0, 3600),
     "lifecycle-day": (1, 86_400),
     "blob-lease": (1, 86_400),
+    "log-delivery-interval": (0.1, 86_400),
 }
 # Settings that take one of a few words.
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -317,6 +327,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         log_format=values["log-format"],
         lifecycle_day=values["lifecycle-day"],
         blob_lease=values["blob-lease"],
+        log_delivery_interval=values["log-delivery-interval"],
         bucket_defaults=values["bucket-defaults"],
         kms_keys=paths["kms-keys"],
         sse_c_over_http=values["sse-c-over-http"],

@@ -15,6 +15,8 @@ from ..users import User
 from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
 from .authorize import (
+    BUCKET_OWNER_ENFORCED,
+    OWNERSHIP,
     PER_KEY,
     READS,
     Access,
@@ -27,12 +29,14 @@ from .authorize import (
     object_attrs,
     resolve_bucket,
 )
+from .bucketlog import SETTING as LOGGING
 from .context import Context
 from .errors import S3Error
-from .middleware import BUCKET, OPERATION, RECEIVED, TARGET, USER
+from .middleware import ACL_REQUIRED, BUCKET, OPERATION, RECEIVED, REQUESTER, TARGET, USER
 from .ops import acl as acl_ops
 from .ops import (
     attributes,
+    bucketlog,
     buckets,
     copy,
     encryption,
@@ -68,6 +72,7 @@ OPERATIONS: dict[str, Operation] = {
     **cors_ops.OPERATIONS,
     **post.OPERATIONS,
     **encryption.OPERATIONS,
+    **bucketlog.OPERATIONS,
 }
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
 _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
@@ -85,6 +90,15 @@ def refuse_unsupported(headers: Mapping[str, str]) -> None:
 
 def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
     return decide(dataclasses.replace(access, operation=operation, key=key, version_id=version_id))
+
+
+def _acl_required(access: Access) -> bool:
+    """Would the request be refused with the bucket's ACLs disabled? Server access logs say
+    so (their aclRequired field), for owners deciding whether ACLs can go."""
+    settings = {**access.bucket.settings, OWNERSHIP: BUCKET_OWNER_ENFORCED}
+    return not decide(
+        dataclasses.replace(access, bucket=dataclasses.replace(access.bucket, settings=settings))
+    )
 
 
 class Dispatcher:
@@ -119,6 +133,8 @@ class Dispatcher:
                 )
             )
         request[USER] = auth.user.display_name
+        if not is_anonymous(auth.user):
+            request[REQUESTER] = auth.user.canonical_id
         operation = OPERATIONS.get(target.operation)
         if operation is None:
             raise S3Error(
@@ -156,6 +172,8 @@ class Dispatcher:
                     except S3Error as exc:
                         await self._missing_instead(exc, access)
                         raise
+                    if LOGGING in bucket.settings and _acl_required(access):
+                        request[ACL_REQUIRED] = True
                 if target.operation in _OBJECT_ACL_WRITES:
                     owner, acl = acl_ops.object_acl_for_write(
                         request.headers, auth.user, bucket, self.users_by_id.__contains__

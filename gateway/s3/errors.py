@@ -59,6 +59,7 @@ CODES: dict[str, tuple[int, str]] = {
         "The AWS Access Key Id you provided does not exist in our records.",
     ),
     "InvalidArgument": (400, "Invalid Argument"),
+    "InvalidTargetBucketForLogging": (400, "The target bucket for logging does not exist"),
     "InvalidBucketAclWithObjectOwnership": (
         400,
         "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting",

@@ -9,10 +9,12 @@ from ..config import Settings
 from ..store import Store
 from ..users import User
 from .dispatch import OPERATIONS, Dispatcher
-from .middleware import Handler, S3Middleware, on_response_prepare
+from .middleware import Handler, Observer, S3Middleware, on_response_prepare
 
 __all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
 
 
-def s3_handler(store: Store, settings: Settings, users: Mapping[str, User]) -> Handler:
-    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket)
+def s3_handler(
+    store: Store, settings: Settings, users: Mapping[str, User], observe: Observer | None = None
+) -> Handler:
+    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket, observe)

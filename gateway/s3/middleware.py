@@ -55,11 +55,19 @@ REQUEST_ID = web.RequestKey("request_id", str)
 OPERATION = web.RequestKey("operation", str)
 TARGET = web.RequestKey("target", Endpoint)
 USER = web.RequestKey("user", str)
+# The requester's canonical id (absent: anonymous, or not authenticated) and the S3 error code
+# of the answer: server access log fields.
+REQUESTER = web.RequestKey("requester", str)
+ERROR_CODE = web.RequestKey("error_code", str)
+# Set when only an ACL let the request in (the access log's aclRequired field).
+ACL_REQUIRED = web.RequestKey("acl_required", bool)
 RECEIVED = web.RequestKey("received", int)
 # The bucket a request names, as the dispatcher found it: its CORS rules shape the answer.
 BUCKET = web.RequestKey("bucket", Bucket)
 
 BucketLookup = Callable[[str], Awaitable[Bucket | None]]
+# Sees every answered request (request, response, bytes sent, seconds): server access logging.
+Observer = Callable[[web.Request, web.StreamResponse, int, float], None]
 
 
 class S3Middleware:
@@ -69,9 +77,15 @@ class S3Middleware:
     dispatcher found the request's bucket (an anonymous request refused, say): a browser
     reads no error of a cross-origin request without them."""
 
-    def __init__(self, dispatch: Handler, buckets: BucketLookup | None = None) -> None:
+    def __init__(
+        self,
+        dispatch: Handler,
+        buckets: BucketLookup | None = None,
+        observe: Observer | None = None,
+    ) -> None:
         self.dispatch = dispatch
         self.buckets = buckets
+        self.observe = observe
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         request_id = new_request_id()
@@ -150,6 +164,8 @@ class S3Middleware:
         metrics.LATENCY.labels(operation).observe(seconds)
         metrics.BYTES_IN.inc(received)
         metrics.BYTES_OUT.inc(sent)
+        if self.observe is not None:
+            self.observe(request, response, sent, seconds)
         if access_log.isEnabledFor(logging.INFO):
             target = request.get(TARGET)
             access_log.info(
@@ -174,6 +190,7 @@ class S3Middleware:
             )
 
     def _error(self, request: web.Request, exc: S3Error, request_id: str) -> web.Response:
+        request[ERROR_CODE] = exc.code
         if request.method == "HEAD":
             # HEAD answers carry no body; the status says it all (boto3 reports "404").
             return web.Response(status=exc.status)

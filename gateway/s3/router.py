@@ -60,7 +60,7 @@ _NAMES = {
     "ListObjectVersions", "ListMultipartUploads", "DeleteObjects", "PostObject", "HeadObject",
     "GetObject", "PutObject", "CopyObject", "DeleteObject", "CreateMultipartUpload", "UploadPart",
     "UploadPartCopy", "CompleteMultipartUpload", "AbortMultipartUpload", "ListParts",
-    "RestoreObject", "SelectObjectContent", "OptionsPreflight",
+    "RestoreObject", "SelectObjectContent", "OptionsPreflight", "PostBucketLogging",
     *(verb + name for verb in _VERBS.values() for name in _BUCKET_SUBRESOURCES.values()),
     *(verb + name for verb in _VERBS.values() for name in _OBJECT_SUBRESOURCES.values()),
 }  # fmt: skip
@@ -147,6 +147,8 @@ def _bucket_operation(method: str, query: Mapping[str, str]) -> str:
     if method == "HEAD":
         return "HeadBucket"
     if method == "POST":
+        if "logging" in query:
+            return "PostBucketLogging"  # RGW's flush extension (ops/bucketlog.py)
         return "DeleteObjects" if "delete" in query else "PostObject"
     verb = _VERBS.get(method)
     if verb is None:

@@ -1,0 +1,371 @@
+"""Server access logging against the running gateway: the configuration (AWS's checks and
+errors), the records (AWS's format, userguide/LogFormat.html) written as objects into the target
+bucket, by the flush extension, after the delivery interval, and on a clean stop."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests import raw
+from tests.integration.accounts import ALT_ID, OWNER_ID, USERS
+from tests.server import GatewayProcess
+
+OWNER = ("OWNERACCESSKEY000001", "owner-secret")
+ALT = ("ALTACCESSKEY00000001", "alt-secret")
+
+# LogFormat.html's fields, in order.
+FIELDS = (
+    "owner", "bucket", "time", "ip", "requester", "request_id", "operation", "key", "uri",
+    "status", "error", "sent", "size", "total", "turnaround", "referer", "agent", "version",
+    "host_id", "sig", "cipher", "auth", "host", "tls", "arn", "acl",
+)  # fmt: skip
+SIMPLE_KEY = re.compile(r"^log/\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}-[0-9A-F]{16}$")
+
+
+def parse(body: bytes) -> list[dict[str, str]]:
+    records = []
+    for line in body.decode().splitlines():
+        # The time is the one field in brackets; the others that hold spaces are quoted.
+        chunks = shlex.split(line.replace("[", '"').replace("]", '"'))
+        assert len(chunks) == len(FIELDS), line
+        records.append(dict(zip(FIELDS, chunks, strict=True)))
+    return records
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """Two accounts; one process (the flush extension flushes the process that answers it),
+    and a delivery interval long enough that only a flush delivers within a test."""
+    tmp = tmp_path_factory.mktemp("logging")
+    (tmp / "users.toml").write_text(USERS)
+    env = {
+        "S3GW_USERS": str(tmp / "users.toml"),
+        "S3GW_ACCESS_KEY": "",
+        "S3GW_SECRET_KEY": "",
+        "S3GW_LOG_DELIVERY_INTERVAL": "3600",
+    }
+    server = GatewayProcess(tmp / "data", env, "--workers", "1").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(gateway: GatewayProcess) -> Any:
+    return gateway.client(*OWNER)
+
+
+def call(gateway: GatewayProcess, method: str, path: str, body: bytes = b"") -> raw.Reply:
+    url = gateway.url + path
+    headers = raw.sign(method, url, body=body, access_key=OWNER[0], secret_key=OWNER[1])
+    return raw.send(method, url, headers, body or None)
+
+
+def flush(gateway: GatewayProcess, bucket: str) -> str:
+    reply = call(gateway, "POST", f"/{bucket}?logging")
+    assert reply.status == 200, reply.body
+    found = re.search(rb"<FlushedLoggingObject>(.*)</FlushedLoggingObject>", reply.body)
+    assert found is not None, reply.body
+    return found[1].decode()
+
+
+def log_objects(s3: Any, bucket: str) -> list[str]:
+    return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def enable(s3: Any, source: str, target: str, **extra: Any) -> None:
+    s3.put_bucket_logging(
+        Bucket=source,
+        BucketLoggingStatus={
+            "LoggingEnabled": {"TargetBucket": target, "TargetPrefix": "log/", **extra}
+        },
+    )
+
+
+def test_records_of_requests_flushed(gateway, s3):
+    s3.create_bucket(Bucket="src-a")
+    s3.create_bucket(Bucket="logs-a")
+    enable(s3, "src-a", "logs-a")
+    # Nothing pending (PutBucketLogging was answered before logging was on): nothing written.
+    assert flush(gateway, "src-a") == ""
+    assert s3.get_bucket_logging(Bucket="src-a")["LoggingEnabled"] == {
+        "TargetBucket": "logs-a",
+        "TargetPrefix": "log/",
+        "TargetObjectKeyFormat": {"SimplePrefix": {}},
+    }
+    put = s3.put_object(Bucket="src-a", Key="dir/a b.txt", Body=b"x" * 1000)
+    got = s3.get_object(Bucket="src-a", Key="dir/a b.txt")
+    assert got["Body"].read() == b"x" * 1000
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket="src-a", Key="missing")
+    s3.delete_object(Bucket="src-a", Key="dir/a b.txt")
+    # Nothing is delivered before the interval or a flush.
+    assert log_objects(s3, "logs-a") == []
+
+    key = flush(gateway, "src-a")
+    assert SIMPLE_KEY.match(key), key
+    assert log_objects(s3, "logs-a") == [key]
+    records = parse(s3.get_object(Bucket="logs-a", Key=key)["Body"].read())
+    by_op = {(r["operation"], r["key"]): r for r in records}
+    owner = s3.list_buckets()["Owner"]["ID"]
+
+    written = by_op[("REST.PUT.OBJECT", "dir/a%20b.txt")]
+    assert written["owner"] == owner and written["requester"] == owner
+    assert written["bucket"] == "src-a"
+    assert written["status"] == "200" and written["error"] == "-"
+    assert written["size"] == "1000"
+    assert written["request_id"] == put["ResponseMetadata"]["RequestId"]
+    assert written["uri"] == "PUT /src-a/dir/a%20b.txt HTTP/1.1"
+    assert written["sig"] == "SigV4" and written["auth"] == "AuthHeader"
+    assert re.fullmatch(r"\d{2}/\w{3}/\d{4}:\d{2}:\d{2}:\d{2} \+0000", written["time"])
+
+    read = by_op[("REST.GET.OBJECT", "dir/a%20b.txt")]
+    assert read["sent"] == "1000" and read["size"] == "1000"
+    assert read["request_id"] == got["ResponseMetadata"]["RequestId"]
+
+    missing = by_op[("REST.GET.OBJECT", "missing")]
+    assert missing["status"] == "404" and missing["error"] == "NoSuchKey"
+    assert by_op[("REST.DELETE.OBJECT", "dir/a%20b.txt")]["status"] == "204"
+
+
+def test_anonymous_and_presigned_requests(gateway, s3):
+    s3.create_bucket(Bucket="src-b")
+    s3.create_bucket(Bucket="logs-b")
+    s3.put_object(Bucket="src-b", Key="k", Body=b"data")
+    enable(s3, "src-b", "logs-b")
+    params = {"Bucket": "src-b", "Key": "k"}
+    for signature in ("s3v4", "s3"):
+        client = gateway.client(*OWNER, signature_version=signature)
+        url = client.generate_presigned_url("get_object", Params=params)
+        assert raw.send("GET", url).status == 200
+    assert raw.send("GET", f"{gateway.url}/src-b/k").status == 403
+    records = parse(s3.get_object(Bucket="logs-b", Key=flush(gateway, "src-b"))["Body"].read())
+    v4, v2, anonymous = (r for r in records if r["operation"] == "REST.GET.OBJECT")
+    assert (v4["sig"], v4["auth"], v4["status"]) == ("SigV4", "QueryString", "200")
+    assert (v2["sig"], v2["auth"], v2["status"]) == ("SigV2", "QueryString", "200")
+    assert (anonymous["requester"], anonymous["auth"], anonymous["status"]) == ("-", "-", "403")
+    assert anonymous["error"] == "AccessDenied"
+
+
+def test_bucket_logging_into_itself_logs_no_deliveries(gateway, s3):
+    s3.create_bucket(Bucket="self-c")
+    enable(s3, "self-c", "self-c")
+    s3.put_object(Bucket="self-c", Key="one", Body=b"1")
+    first = flush(gateway, "self-c")
+    records = parse(s3.get_object(Bucket="self-c", Key=first)["Body"].read())
+    assert [(r["operation"], r["key"]) for r in records] == [("REST.PUT.OBJECT", "one")]
+    # The flush request itself is a request on the bucket; the delivery's write is none: the
+    # next batch holds the flush and the GET of the log object, and no PUT of it.
+    second = flush(gateway, "self-c")
+    records = parse(s3.get_object(Bucket="self-c", Key=second)["Body"].read())
+    assert [(r["operation"], r["key"]) for r in records] == [
+        ("REST.POST.LOGGING", "-"),
+        ("REST.GET.OBJECT", first),
+    ]
+    assert sorted(log_objects(s3, "self-c")) == sorted(["one", first, second])
+
+
+def test_partitioned_keys_and_encrypted_target(gateway, s3):
+    s3.create_bucket(Bucket="src-d")
+    s3.create_bucket(Bucket="logs-d")
+    s3.put_bucket_encryption(
+        Bucket="logs-d",
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    enable(
+        s3,
+        "src-d",
+        "logs-d",
+        TargetObjectKeyFormat={"PartitionedPrefix": {"PartitionDateSource": "DeliveryTime"}},
+    )
+    s3.put_object(Bucket="src-d", Key="k", Body=b"1")
+    key = flush(gateway, "src-d")
+    owner = s3.list_buckets()["Owner"]["ID"]
+    assert re.fullmatch(
+        rf"log/{owner}/us-east-1/src-d/(\d{{4}})/(\d{{2}})/(\d{{2}})/\1-\2-\3-"
+        r"\d{2}-\d{2}-\d{2}-[0-9A-F]{16}",
+        key,
+    ), key
+    head = s3.head_object(Bucket="logs-d", Key=key)
+    # Written as a PUT would be: the target's default encryption applies.
+    assert head["ServerSideEncryption"] == "AES256"
+    assert head["ContentType"] == "text/plain"
+
+
+def test_disabling_stops_records(gateway, s3):
+    s3.create_bucket(Bucket="src-e")
+    s3.create_bucket(Bucket="logs-e")
+    enable(s3, "src-e", "logs-e")
+    s3.put_bucket_logging(Bucket="src-e", BucketLoggingStatus={})
+    assert "LoggingEnabled" not in s3.get_bucket_logging(Bucket="src-e")
+    s3.put_object(Bucket="src-e", Key="k", Body=b"1")
+    reply = call(gateway, "POST", "/src-e?logging")
+    assert reply.status == 404
+    assert log_objects(s3, "logs-e") == []
+
+
+def error_of(call: Any) -> tuple[str, int]:
+    with pytest.raises(ClientError) as exc:
+        call()
+    return exc.value.response["Error"]["Code"], exc.value.response["ResponseMetadata"][
+        "HTTPStatusCode"
+    ]
+
+
+def test_invalid_configurations_change_nothing(gateway, s3):
+    s3.create_bucket(Bucket="src-f")
+    s3.create_bucket(Bucket="logs-f")
+    enable(s3, "src-f", "logs-f")
+    before = s3.get_bucket_logging(Bucket="src-f")["LoggingEnabled"]
+    other = gateway.client(*ALT)
+    other.create_bucket(Bucket="theirs-f")
+    enforced = "enforced-f"
+    s3.create_bucket(Bucket=enforced)
+    s3.put_bucket_ownership_controls(
+        Bucket=enforced,
+        OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
+    )
+    s3.create_bucket(Bucket="locked-f", ObjectLockEnabledForBucket=True)
+    s3.put_object_lock_configuration(
+        Bucket="locked-f",
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+        },
+    )
+    grant = {
+        "Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
+        "Permission": "READ",
+    }
+    attempts = [
+        ({"TargetBucket": "no-such-target", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
+        ({"TargetBucket": "theirs-f", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
+        ({"TargetBucket": "locked-f", "TargetPrefix": "x/"}, "InvalidTargetBucketForLogging"),
+        (
+            {"TargetBucket": enforced, "TargetPrefix": "x/", "TargetGrants": [grant]},
+            "InvalidTargetBucketForLogging",
+        ),
+    ]
+    for enabled, code in attempts:
+        assert error_of(
+            lambda e=enabled: s3.put_bucket_logging(
+                Bucket="src-f", BucketLoggingStatus={"LoggingEnabled": e}
+            )
+        ) == (code, 400)
+    malformed = [
+        b"<BucketLoggingStatus><LoggingEnabled><TargetPrefix>x</TargetPrefix>"
+        b"</LoggingEnabled></BucketLoggingStatus>",
+        b"<BucketLoggingStatus><LoggingEnabled><TargetBucket>logs-f</TargetBucket>"
+        b"<TargetPrefix>x</TargetPrefix><TargetObjectKeyFormat><PartitionedPrefix>"
+        b"<PartitionDateSource>kaboom</PartitionDateSource></PartitionedPrefix>"
+        b"</TargetObjectKeyFormat></LoggingEnabled></BucketLoggingStatus>",
+        b"<Nope/>",
+        b"<BucketLoggingStatus><LoggingEnabled>",
+    ]
+    for body in malformed:
+        reply = call(gateway, "PUT", "/src-f?logging", body)
+        assert reply.status == 400 and b"<Code>MalformedXML</Code>" in reply.body, reply.body
+    # Only the bucket's owner sets or reads its logging, whatever a policy allows.
+    assert error_of(lambda: other.put_bucket_logging(Bucket="src-f", BucketLoggingStatus={})) == (
+        "AccessDenied",
+        403,
+    )
+    assert error_of(lambda: other.get_bucket_logging(Bucket="src-f")) == ("AccessDenied", 403)
+    assert s3.get_bucket_logging(Bucket="src-f")["LoggingEnabled"] == before
+    # Grants are kept where the target takes them (ACLs enabled on it).
+    s3.put_bucket_ownership_controls(
+        Bucket="logs-f", OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
+    enable(s3, "src-f", "logs-f", TargetGrants=[grant])
+    assert s3.get_bucket_logging(Bucket="src-f")["LoggingEnabled"]["TargetGrants"] == [grant]
+
+
+def test_interval_delivers_without_flush(tmp_path):
+    server = GatewayProcess(
+        tmp_path / "data", {"S3GW_LOG_DELIVERY_INTERVAL": "0.5"}, "--workers", "1"
+    ).start()
+    try:
+        client = server.client()
+        client.create_bucket(Bucket="src")
+        client.create_bucket(Bucket="logs")
+        enable(client, "src", "logs")
+        client.put_object(Bucket="src", Key="k", Body=b"12345")
+        deadline = time.monotonic() + 60
+        while not log_objects(client, "logs") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (key,) = log_objects(client, "logs")
+        records = parse(client.get_object(Bucket="logs", Key=key)["Body"].read())
+        assert [(r["operation"], r["key"], r["size"]) for r in records] == [
+            ("REST.PUT.OBJECT", "k", "5")
+        ]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_clean_stop_delivers_pending_records(tmp_path, workers):
+    """SIGTERM: every process writes what it holds (with two, each its own objects)."""
+    data = tmp_path / "data"
+    env = {"S3GW_LOG_DELIVERY_INTERVAL": "3600"}
+    server = GatewayProcess(data, env, "--workers", workers).start()
+    try:
+        client = server.client()
+        client.create_bucket(Bucket="src")
+        client.create_bucket(Bucket="logs")
+        enable(client, "src", "logs")
+        for n in range(6):
+            # A new client each time: new connections, spread over the processes.
+            server.client().put_object(Bucket="src", Key=f"k{n}", Body=b"1")
+        assert log_objects(client, "logs") == []
+    finally:
+        server.stop()  # SIGTERM
+    server = GatewayProcess(data, {}, "--workers", "1").start()
+    try:
+        client = server.client()
+        keys = log_objects(client, "logs")
+        assert 1 <= len(keys) <= int(workers)
+        records = [
+            r
+            for key in keys
+            for r in parse(client.get_object(Bucket="logs", Key=key)["Body"].read())
+        ]
+        assert sorted(r["key"] for r in records) == [f"k{n}" for n in range(6)]
+    finally:
+        server.stop()
+
+
+def last_modified(s3: Any, bucket: str) -> str:
+    return s3.get_bucket_logging(Bucket=bucket)["ResponseMetadata"]["HTTPHeaders"]["last-modified"]
+
+
+def test_acl_required_and_last_modified(gateway, s3):
+    s3.create_bucket(Bucket="src-g")
+    s3.create_bucket(Bucket="logs-g")
+    s3.put_bucket_ownership_controls(
+        Bucket="src-g", OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}
+    )
+    s3.put_bucket_acl(Bucket="src-g", GrantRead=f"id={ALT_ID}", GrantFullControl=f"id={OWNER_ID}")
+    enable(s3, "src-g", "logs-g")
+    modified = last_modified(s3, "src-g")
+    time.sleep(1.1)  # Last-Modified counts whole seconds
+    enable(s3, "src-g", "logs-g")
+    # The same configuration again is no change (s3-tests test_bucket_logging_mtime).
+    assert last_modified(s3, "src-g") == modified
+    enable(s3, "src-g", "logs-g", TargetObjectKeyFormat={"PartitionedPrefix": {}})
+    assert parsedate_to_datetime(last_modified(s3, "src-g")) > parsedate_to_datetime(modified)
+    enable(s3, "src-g", "logs-g")
+    gateway.client(*ALT).list_objects_v2(Bucket="src-g")
+    s3.list_objects_v2(Bucket="src-g")
+    records = parse(s3.get_object(Bucket="logs-g", Key=flush(gateway, "src-g"))["Body"].read())
+    listings = [(r["requester"], r["acl"]) for r in records if r["operation"] == "REST.GET.BUCKET"]
+    # Only the ACL's grant let the other account list; the owner needs none.
+    assert listings == [(ALT_ID, "Yes"), (OWNER_ID, "-")]
