@@ -8,6 +8,7 @@ here; the tests skip on it locally and fail on it in CI.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -111,6 +112,25 @@ class Browser:
 
     def run(self, script: str, *args: Any) -> Any:
         return self._command("POST", "execute/sync", {"script": script, "args": list(args)})
+
+    def set_size(self, width: int, height: int) -> None:
+        self._command("POST", "window/rect", {"width": width, "height": height})
+
+    def screenshot(self) -> bytes:
+        """The viewport as PNG."""
+        return base64.b64decode(self._command("GET", "screenshot"))
+
+    def _element(self, selector: str) -> str:
+        found = self._command("POST", "element", {"using": "css selector", "value": selector})
+        return str(next(iter(found.values())))
+
+    def click(self, selector: str) -> None:
+        self._command("POST", f"element/{self._element(selector)}/click", {})
+
+    def type(self, selector: str, text: str) -> None:
+        """Keys typed into the element, as a user types them; for an <input type=file>,
+        the paths of the files picked (one a line)."""
+        self._command("POST", f"element/{self._element(selector)}/value", {"text": text})
 
     def wait_for_url(self, prefix: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout

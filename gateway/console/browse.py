@@ -332,7 +332,7 @@ async def _object_view(
                 True,
             ),
         ]
-        parts.append('<p class="row">' + " ".join(actions) + "</p>")
+        parts.append('<div class="row">' + " ".join(actions) + "</div>")
         expiry = "".join(f'<option value="{s}">{h(t)}</option>' for s, t in EXPIRIES)
         parts.append(
             '<section aria-labelledby="share"><h2 id="share">Share link</h2>'
@@ -621,7 +621,7 @@ async def api_create_upload(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
     bucket = await allowed(request, "CreateMultipartUpload", name, key)
     store = _console(request).store
-    encryption, attrs = _new_object(request, bucket)
+    _, attrs = _new_object(request, bucket)
     upload = await store.create_upload(name, key, request[SESSION].user.canonical_id, attrs)
     return _json({"upload_id": upload.id})
 

@@ -1,0 +1,286 @@
+"""The web console in a real browser (headless Chromium through chromedriver, as in
+test_browser.py), against a gateway with its default worker count and two users of a users
+file: sign in, create a bucket, upload a 20 MiB file (multipart, with progress) and a small
+one, find them listed, open one, download both and compare bytes, make a share link and fetch
+it without a session, delete, sign out; the second user does not see the first's bucket; a
+request without the CSRF token is refused.
+
+S3GW_CONSOLE_SCREENSHOTS=DIR saves the screenshots of docs/console.md into DIR (the docs'
+own are docs/console/).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.server import GatewayProcess
+from tests.webdriver import Browser, BrowserUnavailable
+
+USERS = """
+[[user]]
+access_key = "CONSOLEALICE00000001"
+secret_key = "alice-secret-alice"
+display_name = "alice"
+
+[[user]]
+access_key = "CONSOLEBOB0000000001"
+secret_key = "bob-secret-bob-bob"
+display_name = "bob"
+"""
+ALICE = ("CONSOLEALICE00000001", "alice-secret-alice")
+BOB = ("CONSOLEBOB0000000001", "bob-secret-bob-bob")
+BIG = 20 * 1024 * 1024
+_CONSOLE = re.compile(r"console on (http://\S+)")
+
+
+class Console:
+    def __init__(self, server: GatewayProcess) -> None:
+        self.server = server
+        found = next(m for line in server.log if (m := _CONSOLE.search(line)))
+        self.url = found.group(1)
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    tmp = tmp_path_factory.mktemp("console")
+    (tmp / "users.toml").write_text(USERS)
+    env = {
+        "S3GW_USERS": str(tmp / "users.toml"),
+        "S3GW_ACCESS_KEY": "",
+        "S3GW_SECRET_KEY": "",
+        "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
+    }
+    server = GatewayProcess(tmp / "data", env).start()
+    yield Console(server)
+    server.stop()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    try:
+        opened = Browser.open()
+    except BrowserUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a browser for this test: {exc}")
+        pytest.skip(f"no browser: {exc}")
+    opened.set_size(1280, 900)
+    yield opened
+    opened.close()
+
+
+def _shoot(browser: Browser, name: str) -> None:
+    where = os.environ.get("S3GW_CONSOLE_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        (Path(where) / f"{name}.png").write_bytes(browser.screenshot())
+
+
+def _text(browser: Browser, selector: str = "main") -> str:
+    return str(browser.run(f"return document.querySelector({selector!r}).innerText;"))
+
+
+def _sign_in(browser: Browser, console: Console, keys: tuple[str, str], shot: bool = False) -> None:
+    browser.get(console.url + "/signin")
+    browser.type("input[name=access_key]", keys[0])
+    browser.type("input[name=secret_key]", keys[1])
+    if shot:
+        _shoot(browser, "signin")
+    browser.click("form[action='/signin'] button")
+    browser.wait_for_url(console.url + "/buckets")
+
+
+def _download(browser: Browser, href: str) -> dict[str, Any]:
+    """Fetch `href` from the page (with its session), as bytes in base64 and their SHA-256."""
+    return browser.run_async(
+        """const done = arguments[arguments.length - 1];
+        fetch(arguments[0]).then(async (r) => {
+          const bytes = new Uint8Array(await r.arrayBuffer());
+          const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+          const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+          let small = null;
+          if (bytes.length < 1000000) {
+            let s = ""; for (const b of bytes) s += String.fromCharCode(b); small = btoa(s);
+          }
+          done({status: r.status, sha256: hex, base64: small,
+                disposition: r.headers.get("Content-Disposition")});
+        }, (e) => done({error: String(e)}));""",
+        href,
+    )
+
+
+def _post(browser: Browser, path: str, fields: dict[str, str], csrf_header: bool = False) -> int:
+    """A POST from the page's own origin, as a forged form would send it (no token)."""
+    return int(
+        browser.run_async(
+            """const [path, fields, header, done] = arguments;
+            const headers = {};
+            if (header) headers["X-CSRF-Token"] = document.querySelector('meta[name=csrf]').content;
+            fetch(path, {method: "POST", body: new URLSearchParams(fields), headers: headers,
+                         redirect: "manual"})
+              .then((r) => done(r.status), (e) => done(String(e)));""",
+            path,
+            fields,
+            csrf_header,
+        )
+    )
+
+
+def test_console_end_to_end_in_a_browser(console, browser, tmp_path):
+    alice = console.server.client(*ALICE)
+    bucket = "console-photos"
+
+    # Sign-in refuses wrong keys, with a clear message.
+    browser.get(console.url + "/buckets")
+    browser.wait_for_url(console.url + "/signin")  # no session: to the sign-in page
+    browser.type("input[name=access_key]", ALICE[0])
+    browser.type("input[name=secret_key]", "wrong")
+    browser.click("form[action='/signin'] button")
+    assert "not a user's of this gateway" in _text(browser)
+
+    _sign_in(browser, console, ALICE, shot=True)
+    cookie = browser.run("return document.cookie;")
+    assert "s3gw_console" not in cookie  # HttpOnly: the page's script cannot read it
+
+    # Create a bucket.
+    browser.type("input[name=bucket]", bucket)
+    browser.click("form[action='/buckets'] button")
+    browser.wait_for_url(f"{console.url}/bucket?name={bucket}")
+    assert bucket in [b["Name"] for b in alice.list_buckets()["Buckets"]]
+
+    # Upload a 20 MiB file and a small one, picked as a user picks them.
+    big, small = tmp_path / "big.bin", tmp_path / "note.txt"
+    big.write_bytes(os.urandom(BIG))
+    small.write_bytes(b"a small note\n" * 10)
+    browser.type("input[type=file]", f"{big}\n{small}")
+    browser.click("#upload button")
+    deadline = time.monotonic() + 120
+    while True:
+        items = browser.run(
+            """return Array.from(document.querySelectorAll('#progress li[data-events]'),
+                (li) => ({state: li.className, text: li.innerText, events: li.dataset.events,
+                          value: li.querySelector('progress').value,
+                          max: li.querySelector('progress').max}));"""
+        )
+        if len(items) == 2 and all(i["state"] for i in items):
+            break
+        assert time.monotonic() < deadline, items
+        time.sleep(0.2)
+    assert [i["state"] for i in items] == ["done", "done"], items
+    _shoot(browser, "upload")
+    assert items[0]["max"] == BIG and items[0]["value"] == BIG
+    assert int(items[0]["events"]) >= 3  # progress reported as the parts went
+    head = alice.head_object(Bucket=bucket, Key="big.bin")
+    assert head["ContentLength"] == BIG
+    assert head["ETag"].endswith('-3"')  # three 8 MiB parts: a multipart upload
+    assert alice.get_object(Bucket=bucket, Key="note.txt")["Body"].read() == small.read_bytes()
+
+    # Both are listed.
+    browser.get(f"{console.url}/bucket?name={bucket}")
+    listed = _text(browser, "#objects")
+    assert "big.bin" in listed and "note.txt" in listed and "20.0 MiB" in listed
+    _shoot(browser, "bucket")
+
+    # Open one: its ETag and size are shown.
+    browser.click("#objects a[href*='note.txt']")
+    browser.wait_for_url(f"{console.url}/object?")
+    page = _text(browser)
+    assert head["ETag"] not in page
+    assert alice.head_object(Bucket=bucket, Key="note.txt")["ETag"].strip('"') in page
+
+    # Download both through the console and compare bytes.
+    got = _download(browser, f"/download?bucket={bucket}&key=note.txt")
+    assert got["status"] == 200 and base64.b64decode(got["base64"]) == small.read_bytes()
+    assert "note.txt" in got["disposition"]
+    got = _download(browser, f"/download?bucket={bucket}&key=big.bin")
+    assert got["status"] == 200
+    assert got["sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
+
+    # A share link, fetched with no session and no keys.
+    browser.run("document.querySelector('select[name=expires]').value = '3600';")
+    browser.click("form[action='/object/share'] button")
+    link = str(browser.run("return document.getElementById('share-link').value;"))
+    assert "X-Amz-Expires=3600" in link and link.startswith(console.server.url)
+    with urllib.request.urlopen(link) as answer:
+        assert answer.read() == small.read_bytes()
+    _shoot(browser, "object")
+
+    # Requests without the CSRF token are refused, and change nothing.
+    assert _post(browser, "/buckets", {"bucket": "forged-bucket"}) == 403
+    assert _post(browser, "/buckets", {"bucket": "forged-bucket", "csrf": "0" * 64}) == 403
+    assert "forged-bucket" not in [b["Name"] for b in alice.list_buckets()["Buckets"]]
+    refused = browser.run_async(
+        """const done = arguments[arguments.length - 1];
+        fetch(arguments[0], {method: "PUT", body: "x"}).then((r) => done(r.status));""",
+        f"/api/object?bucket={bucket}&key=forged.txt",
+    )
+    assert refused == 403
+    with pytest.raises(ClientError):
+        alice.head_object(Bucket=bucket, Key="forged.txt")
+
+    # Delete from the object page.
+    browser.click("form[action='/object/delete'] button")
+    browser.wait_for_url(f"{console.url}/bucket?name={bucket}")
+    assert "note.txt" not in _text(browser, "#objects")
+    with pytest.raises(ClientError):
+        alice.head_object(Bucket=bucket, Key="note.txt")
+
+    # Health, and the page at a phone's width: no horizontal scrolling.
+    browser.get(console.url + "/health")
+    assert "ready" in _text(browser)
+    _shoot(browser, "health")
+    browser.get(console.url + "/buckets")
+    _shoot(browser, "buckets")
+    browser.set_size(390, 844)
+    browser.get(f"{console.url}/bucket?name={bucket}")
+    overflow = browser.run(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"
+    )
+    assert overflow <= 0
+    _shoot(browser, "phone")
+    browser.set_size(1280, 900)
+
+    # Sign out: the session is gone from the browser.
+    browser.click("form[action='/signout'] button")
+    browser.wait_for_url(console.url + "/signin")
+    browser.get(console.url + "/buckets")
+    browser.wait_for_url(console.url + "/signin")
+
+    # The second user sees none of the first's buckets, and may not open it.
+    _sign_in(browser, console, BOB)
+    assert bucket not in _text(browser)
+    browser.get(f"{console.url}/bucket?name={bucket}")
+    assert "AccessDenied" in _text(browser)
+    got = _download(browser, f"/download?bucket={bucket}&key=big.bin")
+    assert got["status"] == 403
+
+    # Every action is in the access log, with its user.
+    log = "".join(console.server.log)
+    assert re.search(r"ConsoleCompleteMultipartUpload POST \S+ 200 .* user=CONSOLEALICE", log)
+    assert re.search(r"ConsoleDeleteObject POST /object/delete 303 .* user=CONSOLEALICE", log)
+    assert re.search(r"ConsoleListObjectsV2 GET \S+ 403 .* user=CONSOLEBOB", log)
+
+
+def test_console_is_off_unless_asked(gateway):
+    assert not any("console on" in line for line in gateway.log)
+
+
+def test_console_sign_in_needs_its_form_token(console):
+    # A sign-in posted from elsewhere (no pre-session cookie, no token) signs no one in.
+    data = f"access_key={ALICE[0]}&secret_key={ALICE[1]}".encode()
+    request = urllib.request.Request(console.url + "/signin", data=data, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request)
+    assert refused.value.code == 403
+    assert "s3gw_console=" not in (refused.value.headers.get("Set-Cookie") or "").split(";")[0]
