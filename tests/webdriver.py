@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -155,6 +156,19 @@ class Browser:
                 self._driver.kill()
                 self._driver.wait()
             shutil.rmtree(Path(self._profile), ignore_errors=True)
+
+
+def browser_for_test() -> Browser:
+    """A browser for a test: skipped, saying why, where none can run, except under CI=1,
+    where that fails the test."""
+    import pytest
+
+    try:
+        return Browser.open()
+    except BrowserUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a browser for this test: {exc}")
+        pytest.skip(f"no browser: {exc}")
 
 
 class WebDriverError(Exception):

@@ -223,13 +223,15 @@ async def bucket_page(request: web.Request) -> web.Response:
 
     bucket = await allowed(request, "ListObjectsV2", name, conditions=conditions)
     listing = await _console(request).store.list_objects(name, prefix, "/", after, PAGE_SIZE)
+    # Names are shown from the folder on: a search prefix may end inside a name.
+    folder = prefix.rfind("/") + 1
     rows = [
         f'<tr><td><a href="{url("/bucket", name=name, prefix=p)}">'
-        f"📁 {h(p[len(prefix) :])}</a></td><td></td><td></td></tr>"
+        f"📁 {h(p[folder:])}</a></td><td></td><td></td></tr>"
         for p in listing.common_prefixes
     ]
     rows += [
-        f'<tr><td><a href="{url("/object", bucket=name, key=e.key)}">{h(e.key[len(prefix) :])}'
+        f'<tr><td><a href="{url("/object", bucket=name, key=e.key)}">{h(e.key[folder:])}'
         f"</a></td><td>{h(size(e.size))}</td><td>{h(when(e.mtime_ns))}</td></tr>"
         for e in listing.entries
     ]

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
+import http.cookiejar
+import json
 import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,21 +30,24 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.server import GatewayProcess
-from tests.webdriver import Browser, BrowserUnavailable
+from tests.webdriver import Browser, browser_for_test
 
 USERS = """
 [[user]]
 access_key = "CONSOLEALICE00000001"
 secret_key = "alice-secret-alice"
 display_name = "alice"
+canonical_id = "a11ce00000000000000000000000000000000000000000000000000000000001"
 
 [[user]]
 access_key = "CONSOLEBOB0000000001"
 secret_key = "bob-secret-bob-bob"
 display_name = "bob"
+canonical_id = "b0b0000000000000000000000000000000000000000000000000000000000002"
 """
 ALICE = ("CONSOLEALICE00000001", "alice-secret-alice")
 BOB = ("CONSOLEBOB0000000001", "bob-secret-bob-bob")
+BOB_ID = "b0b0000000000000000000000000000000000000000000000000000000000002"
 BIG = 20 * 1024 * 1024
 _CONSOLE = re.compile(r"console on (http://\S+)")
 
@@ -61,6 +68,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         "S3GW_ACCESS_KEY": "",
         "S3GW_SECRET_KEY": "",
         "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
+        "S3GW_SSE_C_OVER_HTTP": "allow",  # for the SSE-C object the console cannot read
     }
     server = GatewayProcess(tmp / "data", env).start()
     yield Console(server)
@@ -69,12 +77,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    try:
-        opened = Browser.open()
-    except BrowserUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs a browser for this test: {exc}")
-        pytest.skip(f"no browser: {exc}")
+    opened = browser_for_test()
     opened.set_size(1280, 900)
     yield opened
     opened.close()
@@ -284,3 +287,159 @@ def test_console_sign_in_needs_its_form_token(console):
         urllib.request.urlopen(request)
     assert refused.value.code == 403
     assert "s3gw_console=" not in (refused.value.headers.get("Set-Cookie") or "").split(";")[0]
+
+
+# --- the same console without a browser: what the pages show and refuse ---------------------
+
+
+class Session:
+    """A signed-in console session over plain HTTP (urllib, with a cookie jar)."""
+
+    def __init__(self, console: Console, keys: tuple[str, str]) -> None:
+        self.url = console.url
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        form = self.get("/signin")[1]
+        token = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert token is not None
+        status, page = self.post(
+            "/signin", {"csrf": token.group(1), "access_key": keys[0], "secret_key": keys[1]}
+        )
+        assert status == 200 and "Sign out" in page, page
+
+    def _open(self, request: urllib.request.Request) -> tuple[int, str]:
+        try:
+            with self.opener.open(request) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def get(self, path: str, **query: str) -> tuple[int, str]:
+        where = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        return self._open(urllib.request.Request(where))
+
+    def csrf(self) -> str:
+        found = re.search(r'<meta name="csrf" content="([^"]+)"', self.get("/buckets")[1])
+        assert found is not None
+        return found.group(1)
+
+    def post(self, path: str, fields: dict[str, str]) -> tuple[int, str]:
+        data = urllib.parse.urlencode(fields).encode()
+        return self._open(urllib.request.Request(self.url + path, data=data, method="POST"))
+
+    def act(self, path: str, **fields: str) -> tuple[int, str]:
+        """A form of the console posted with its CSRF token."""
+        return self.post(path, {"csrf": self.csrf(), **fields})
+
+
+@pytest.fixture(scope="module")
+def alice_s3(console: Console) -> Any:
+    return console.server.client(*ALICE)
+
+
+def _cells(page: str) -> list[str]:
+    return [html.unescape(c) for c in re.findall(r"<td><a href=[^>]*>([^<]*)</a>", page)]
+
+
+def test_folders_page_through_the_listing_and_search_by_prefix(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-many")
+    for n in range(120):
+        alice_s3.put_object(Bucket="console-many", Key=f"many/{n:04}", Body=b"x")
+    alice_s3.put_object(Bucket="console-many", Key="other/x", Body=b"x")
+    alice_s3.put_object(Bucket="console-many", Key="top <&>.txt", Body=b"x")
+    me = Session(console, ALICE)
+    status, page = me.get("/bucket", name="console-many")
+    assert status == 200
+    assert _cells(page) == ["📁 many/", "📁 other/", "top <&>.txt"]  # escaped, shown as is
+    status, page = me.get("/bucket", name="console-many", prefix="many/")
+    assert _cells(page) == [f"{n:04}" for n in range(100)]
+    after = re.search(r'rel="next" href="([^"]+)"', page)
+    assert after is not None
+    status, page = me.get(html.unescape(after.group(1)))
+    assert _cells(page) == [f"{n:04}" for n in range(100, 120)]
+    assert 'rel="next"' not in page
+    status, page = me.get("/bucket", name="console-many", prefix="many/011")
+    assert _cells(page) == [f"{n:04}" for n in range(110, 120)]
+
+
+def test_versions_are_listed_and_one_is_deleted(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-versions")
+    alice_s3.put_bucket_versioning(
+        Bucket="console-versions", VersioningConfiguration={"Status": "Enabled"}
+    )
+    first = alice_s3.put_object(Bucket="console-versions", Key="k", Body=b"one")["VersionId"]
+    second = alice_s3.put_object(Bucket="console-versions", Key="k", Body=b"two")["VersionId"]
+    me = Session(console, ALICE)
+    status, page = me.get("/object", bucket="console-versions", key="k")
+    assert status == 200 and first in page and second in page
+    status, page = me.get("/object", bucket="console-versions", key="k", version=first)
+    assert status == 200 and hashlib.md5(b"one").hexdigest() in page
+    status, _ = me.act("/object/delete", bucket="console-versions", key="k", version=first)
+    assert status == 200
+    left = alice_s3.list_object_versions(Bucket="console-versions")["Versions"]
+    assert [v["VersionId"] for v in left] == [second]
+
+
+def test_copy_and_rename(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-copy")
+    put = alice_s3.put_object(Bucket="console-copy", Key="a.txt", Body=b"copied bytes")
+    me = Session(console, ALICE)
+    status, page = me.act(
+        "/object/copy", bucket="console-copy", key="a.txt", target_bucket="console-copy",
+        target_key="b.txt",
+    )  # fmt: skip
+    assert status == 200, page
+    copy = alice_s3.get_object(Bucket="console-copy", Key="b.txt")
+    assert copy["Body"].read() == b"copied bytes" and copy["ETag"] == put["ETag"]
+    status, page = me.act(
+        "/object/copy", bucket="console-copy", key="b.txt", target_bucket="console-copy",
+        target_key="dir/c.txt", move="1",
+    )  # fmt: skip
+    assert status == 200, page
+    keys = [o["Key"] for o in alice_s3.list_objects_v2(Bucket="console-copy")["Contents"]]
+    assert keys == ["a.txt", "dir/c.txt"]
+
+
+def test_a_non_empty_bucket_is_not_deleted_and_says_why(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-full")
+    alice_s3.put_object(Bucket="console-full", Key="k", Body=b"x")
+    status, page = Session(console, ALICE).act("/buckets/delete", bucket="console-full")
+    assert status == 409 and "BucketNotEmpty" in page
+    alice_s3.head_bucket(Bucket="console-full")
+
+
+def test_the_bucket_policy_decides_what_another_user_may_do(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-shared")
+    alice_s3.put_object(Bucket="console-shared", Key="doc.txt", Body=b"for bob")
+    bob = Session(console, BOB)
+    assert bob.get("/bucket", name="console-shared")[0] == 403
+    assert bob.get("/download", bucket="console-shared", key="doc.txt")[0] == 403
+    statement = {
+        "Effect": "Allow",
+        "Principal": {"AWS": BOB_ID},
+        "Action": ["s3:ListBucket", "s3:GetObject"],
+        "Resource": ["arn:aws:s3:::console-shared", "arn:aws:s3:::console-shared/*"],
+    }
+    alice_s3.put_bucket_policy(
+        Bucket="console-shared",
+        Policy=json.dumps({"Version": "2012-10-17", "Statement": [statement]}),
+    )
+    status, page = bob.get("/bucket", name="console-shared")
+    assert status == 200 and _cells(page) == ["doc.txt"]
+    assert bob.get("/download", bucket="console-shared", key="doc.txt") == (200, "for bob")
+    # Reading was allowed; deleting was not.
+    status, page = bob.act("/object/delete", bucket="console-shared", key="doc.txt")
+    assert status == 403 and "AccessDenied" in page
+    alice_s3.head_object(Bucket="console-shared", Key="doc.txt")
+
+
+def test_a_customer_key_object_is_not_downloaded(console, alice_s3):
+    alice_s3.create_bucket(Bucket="console-ssec")
+    key = b"k" * 32
+    alice_s3.put_object(
+        Bucket="console-ssec", Key="secret", Body=b"x", SSECustomerAlgorithm="AES256",
+        SSECustomerKey=key.decode(),
+    )  # fmt: skip
+    status, page = Session(console, ALICE).get("/download", bucket="console-ssec", key="secret")
+    assert status == 400 and "customer-provided key" in page
