@@ -141,7 +141,8 @@ def _listen(
                 sock.bind((address[0], port, *address[2:]))
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise StartError(f"address {where} is in use") from None
+                    named = "" if flag == "address" else f" ({setting_name(flag)})"
+                    raise StartError(f"address {where} is in use{named}") from None
                 raise StartError(
                     f"cannot listen on {where} ({setting_name(flag)}): {exc.strerror or exc}"
                 ) from None

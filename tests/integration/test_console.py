@@ -18,6 +18,8 @@ import http.cookiejar
 import json
 import os
 import re
+import socket
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -29,6 +31,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.integration.test_startup import NO_KEYS, one_line
+from tests.integration.test_startup import gateway as run_gateway
 from tests.server import GatewayProcess
 from tests.webdriver import Browser, browser_for_test
 
@@ -49,7 +53,7 @@ ALICE = ("CONSOLEALICE00000001", "alice-secret-alice")
 BOB = ("CONSOLEBOB0000000001", "bob-secret-bob-bob")
 BOB_ID = "b0b0000000000000000000000000000000000000000000000000000000000002"
 BIG = 20 * 1024 * 1024
-_CONSOLE = re.compile(r"console on (http://\S+)")
+_CONSOLE = re.compile(r"console on (https?://\S+)")
 
 
 class Console:
@@ -443,3 +447,65 @@ def test_a_customer_key_object_is_not_downloaded(console, alice_s3):
     )  # fmt: skip
     status, page = Session(console, ALICE).get("/download", bucket="console-ssec", key="secret")
     assert status == 400 and "customer-provided key" in page
+
+
+# --- start-up mistakes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("nonsense", "--console-address/S3GW_CONSOLE_ADDRESS must be HOST:PORT"),
+        ("127.0.0.1:99999", "--console-address/S3GW_CONSOLE_ADDRESS must be HOST:PORT"),
+        ("no.such.host.invalid:1", "--console-address/S3GW_CONSOLE_ADDRESS: cannot resolve"),
+        ("S3", "is in use (--console-address/S3GW_CONSOLE_ADDRESS)"),
+    ],
+)
+def test_a_console_address_mistake_is_one_line(tmp_path, address, said):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if address == "S3":
+            address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = run_gateway(
+            "serve", "--data", str(tmp_path), "--address", "127.0.0.1:0",
+            "--console-address", address, env=NO_KEYS,
+        )  # fmt: skip
+    assert said in one_line(done)
+
+
+def test_over_tls_the_session_cookie_is_secure(tmp_path):
+    (tmp_path / "users.toml").write_text(USERS)
+    env = {
+        "S3GW_USERS": str(tmp_path / "users.toml"),
+        "S3GW_ACCESS_KEY": "",
+        "S3GW_SECRET_KEY": "",
+        "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
+        "S3GW_TLS_SELF_SIGNED": "1",
+    }
+    server = GatewayProcess(tmp_path / "data", env).start()
+    try:
+        console = Console(server)
+        assert console.url.startswith("https://")
+        context = ssl.create_default_context(cafile=tmp_path / "data" / "tls" / "localhost.crt")
+        context.check_hostname = False  # the certificate names localhost; we dial 127.0.0.1
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), urllib.request.HTTPCookieProcessor(jar)
+        )
+        with opener.open(console.url + "/signin") as answer:
+            form = answer.read().decode()
+        token = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert token is not None
+        fields = {"csrf": token.group(1), "access_key": ALICE[0], "secret_key": ALICE[1]}
+        request = urllib.request.Request(
+            console.url + "/signin", data=urllib.parse.urlencode(fields).encode(), method="POST"
+        )
+        with opener.open(request) as answer:
+            assert "Sign out" in answer.read().decode()
+        (session,) = [c for c in jar if c.name == "s3gw_console"]
+        assert session.secure
+        assert session.has_nonstandard_attr("HttpOnly")
+        assert session.get_nonstandard_attr("SameSite") == "Strict"
+    finally:
+        server.stop()
