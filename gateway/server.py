@@ -309,10 +309,15 @@ async def _start(
     console = [s for s in listeners if _is_console(settings, s)]
     listeners = [s for s in listeners if s not in console]
     if console:
+        # The console's requests count as in flight too: a graceful stop waits for them.
+        console_app = build_console(app[STORE], settings, app[RENDERER])
+        console_app.middlewares.append(inflight.middleware)
+        console_app.on_response_prepare.append(inflight.on_response_prepare)
         console_runner = web.AppRunner(
-            build_console(app[STORE], settings, app[RENDERER]),
+            console_app,
             access_log=None,
             handle_signals=False,
+            shutdown_timeout=0.1,
             keepalive_timeout=settings.idle_timeout,
         )
         await console_runner.setup()

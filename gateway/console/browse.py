@@ -11,7 +11,7 @@ import posixpath
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
@@ -130,7 +130,7 @@ def _encryption(bucket: Bucket) -> str:
     return "none" if rule is None else rule.algorithm
 
 
-async def buckets_page(request: web.Request, notice: str = "") -> web.Response:
+async def buckets_page(request: web.Request) -> web.Response:
     request[ACTION] = "ListBuckets"
     user = request[SESSION].user
     buckets = await _console(request).store.list_buckets(user.canonical_id)
@@ -162,7 +162,7 @@ async def buckets_page(request: web.Request, notice: str = "") -> web.Response:
         "no per-bucket totals, and counting would scan every key. The gateway's totals are on "
         '<a href="/health">Health</a>.</p>'
     )
-    return _page(request, "Buckets", create + table + note, notice)
+    return _page(request, "Buckets", create + table + note)
 
 
 async def create_bucket(request: web.Request) -> web.StreamResponse:
@@ -193,8 +193,6 @@ async def delete_bucket(request: web.Request) -> web.StreamResponse:
 
 
 def _query(**values: str) -> str:
-    from urllib.parse import urlencode
-
     return urlencode({k: v for k, v in values.items() if v})
 
 

@@ -63,18 +63,19 @@ class Console:
         self.url = found.group(1)
 
 
+def _start(tmp: Path, **env: str) -> GatewayProcess:
+    """A gateway of the two users, its console on (and its default worker count)."""
+    (tmp / "users.toml").write_text(USERS)
+    users = {"S3GW_USERS": str(tmp / "users.toml"), "S3GW_ACCESS_KEY": "", "S3GW_SECRET_KEY": ""}
+    return GatewayProcess(
+        tmp / "data", {**users, "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0", **env}
+    ).start()
+
+
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    tmp = tmp_path_factory.mktemp("console")
-    (tmp / "users.toml").write_text(USERS)
-    env = {
-        "S3GW_USERS": str(tmp / "users.toml"),
-        "S3GW_ACCESS_KEY": "",
-        "S3GW_SECRET_KEY": "",
-        "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
-        "S3GW_SSE_C_OVER_HTTP": "allow",  # for the SSE-C object the console cannot read
-    }
-    server = GatewayProcess(tmp / "data", env).start()
+    # SSE-C over HTTP: for the customer-key object the console cannot read.
+    server = _start(tmp_path_factory.mktemp("console"), S3GW_SSE_C_OVER_HTTP="allow")
     yield Console(server)
     server.stop()
 
@@ -475,15 +476,7 @@ def test_a_console_address_mistake_is_one_line(tmp_path, address, said):
 
 
 def test_over_tls_the_session_cookie_is_secure(tmp_path):
-    (tmp_path / "users.toml").write_text(USERS)
-    env = {
-        "S3GW_USERS": str(tmp_path / "users.toml"),
-        "S3GW_ACCESS_KEY": "",
-        "S3GW_SECRET_KEY": "",
-        "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
-        "S3GW_TLS_SELF_SIGNED": "1",
-    }
-    server = GatewayProcess(tmp_path / "data", env).start()
+    server = _start(tmp_path, S3GW_TLS_SELF_SIGNED="1")
     try:
         console = Console(server)
         assert console.url.startswith("https://")
