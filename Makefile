@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DATA   ?= ./data
 ADDRESS ?= 127.0.0.1:9000
+CONSOLE_ADDRESS ?= 127.0.0.1:9001
 
 .PHONY: run test lint install bench clean s3tests smoke test-reliability test-docker
 
@@ -24,7 +25,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed-test
 
 run: $(VENV)/.installed-run
-	$(BIN)/s3gw serve --data $(DATA) --address $(ADDRESS)
+	$(BIN)/s3gw serve --data $(DATA) --address $(ADDRESS) --console-address $(CONSOLE_ADDRESS)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

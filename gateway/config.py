@@ -49,6 +49,8 @@ class Settings:
     bucket_defaults: str = "aws"
     kms_keys: Path | None = None
     sse_c_over_http: str = "refuse"
+    # The web console's HOST and PORT (None: no console).
+    console: tuple[str, int] | None = None
 
 
 # (flag, environment variable suffix, type, default, help)
@@ -70,6 +72,12 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "seconds a blob being written may go without news before any node reclaims it",
     ),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
+    (
+        "console-address",
+        str,
+        None,
+        "HOST:PORT of the web console (docs/console.md), its own port; unset: no console",
+    ),
     ("region", str, "us-east-1", "the region this endpoint answers for"),
     ("domain", str, None, "serve virtual-hosted style too: BUCKET.DOMAIN names the bucket"),
     ("access-key", str, None, "access key of the gateway's user"),
@@ -266,12 +274,11 @@ def _self_signed(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
         ) from None
 
 
-def _address(address: str) -> tuple[str, int]:
+def _address(address: str, flag: str = "address") -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise StartError(
-            f"{setting_name('address')} must be HOST:PORT with a port from 0 to 65535, "
-            f"not {address!r}"
+            f"{setting_name(flag)} must be HOST:PORT with a port from 0 to 65535, not {address!r}"
         )
     return host.strip("[]") or "127.0.0.1", int(port)
 
@@ -331,4 +338,9 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         bucket_defaults=values["bucket-defaults"],
         kms_keys=paths["kms-keys"],
         sse_c_over_http=values["sse-c-over-http"],
+        console=(
+            _address(values["console-address"], "console-address")
+            if values["console-address"]
+            else None
+        ),
     )

@@ -40,8 +40,9 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, metrics, tls
-from .app import STORE, alone, build_app, describe, sweep
+from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
+from .console import build_console
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
 from .store.blobs import FolderLock
@@ -64,8 +65,13 @@ def serve(settings: Settings) -> None:
     _tls_files(settings)
     listeners = _listen(settings)
     try:
-        _prepare_data(settings.data)
         settings = replace(settings, port=listeners[0].getsockname()[1])
+        if settings.console is not None:
+            # The console's sockets travel with S3's (to every worker), told apart by port.
+            console = _listen(settings, settings.console, "console-address")
+            listeners += console
+            settings = replace(settings, console=(settings.console[0], console[0].getsockname()[1]))
+        _prepare_data(settings.data)
         _, _, generated = main_user(settings, create=True)
         context, cert = _tls(settings)
         banner = _banner_lines(settings, context, cert, generated)
@@ -107,21 +113,22 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _listen(settings: Settings) -> list[socket.socket]:
-    """Bind and listen on every address the host names, once for the whole gateway. No
-    SO_REUSEPORT: a second gateway on this port must fail, not take part of its connections.
-    Port 0 resolves once, on the first address; the others take the same port."""
+def _listen(
+    settings: Settings, where: tuple[str, int] | None = None, flag: str = "address"
+) -> list[socket.socket]:
+    """Bind and listen on every address the host names (`where`, by default the S3 address),
+    once for the whole gateway. No SO_REUSEPORT: a second gateway on this port must fail, not
+    take part of its connections. Port 0 resolves once, on the first address; the others take
+    the same port."""
+    host, port = where or (settings.host, settings.port)
     try:
-        found = socket.getaddrinfo(
-            settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
         raise StartError(
-            f"{setting_name('address')}: cannot resolve host {settings.host!r}: "
+            f"{setting_name(flag)}: cannot resolve host {host!r}: "
             f"{getattr(exc, 'strerror', None) or exc}"
         ) from None
     sockets: list[socket.socket] = []
-    port = settings.port
     try:
         for family, kind, proto, _, address in dict.fromkeys(found):
             sock = socket.socket(family, kind, proto)
@@ -134,9 +141,10 @@ def _listen(settings: Settings) -> list[socket.socket]:
                 sock.bind((address[0], port, *address[2:]))
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise StartError(f"address {where} is in use") from None
+                    named = "" if flag == "address" else f" ({setting_name(flag)})"
+                    raise StartError(f"address {where} is in use{named}") from None
                 raise StartError(
-                    f"cannot listen on {where} ({setting_name('address')}): {exc.strerror or exc}"
+                    f"cannot listen on {where} ({setting_name(flag)}): {exc.strerror or exc}"
                 ) from None
             port = sock.getsockname()[1]
             sock.listen(_BACKLOG)
@@ -255,6 +263,8 @@ def _banner_lines(
     lines = describe(settings, f"{scheme}://{_host_port(settings.host, settings.port)}", generated)
     if cert is not None:
         lines.insert(0, f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})")
+    if settings.console is not None:
+        lines.insert(-1, f"console on {scheme}://{_host_port(*settings.console)}")
     return lines
 
 
@@ -296,6 +306,28 @@ async def _start(
     inflight = InFlight()
     app.middlewares.append(inflight.middleware)
     app.on_response_prepare.append(inflight.on_response_prepare)
+    console = [s for s in listeners if _is_console(settings, s)]
+    listeners = [s for s in listeners if s not in console]
+    if console:
+        # The console's requests count as in flight too: a graceful stop waits for them.
+        console_app = build_console(app[STORE], settings, app[RENDERER])
+        console_app.middlewares.append(inflight.middleware)
+        console_app.on_response_prepare.append(inflight.on_response_prepare)
+        console_runner = web.AppRunner(
+            console_app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=0.1,
+            keepalive_timeout=settings.idle_timeout,
+        )
+        await console_runner.setup()
+        for sock in console:
+            await web.SockSite(console_runner, sock, ssl_context=context, backlog=_BACKLOG).start()
+
+        async def stop_console(app: web.Application) -> None:
+            await console_runner.cleanup()
+
+        app.on_cleanup.insert(0, stop_console)  # before the store it uses is closed
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing. shutdown_timeout: what aiohttp's own shutdown grants a
@@ -314,6 +346,10 @@ async def _start(
     for sock in listeners:
         await web.SockSite(runner, sock, ssl_context=context, backlog=_BACKLOG).start()
     return runner, inflight
+
+
+def _is_console(settings: Settings, sock: socket.socket) -> bool:
+    return settings.console is not None and sock.getsockname()[1] == settings.console[1]
 
 
 class _Signals:

@@ -8,7 +8,9 @@ here; the tests skip on it locally and fail on it in CI.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -112,6 +114,25 @@ class Browser:
     def run(self, script: str, *args: Any) -> Any:
         return self._command("POST", "execute/sync", {"script": script, "args": list(args)})
 
+    def set_size(self, width: int, height: int) -> None:
+        self._command("POST", "window/rect", {"width": width, "height": height})
+
+    def screenshot(self) -> bytes:
+        """The viewport as PNG."""
+        return base64.b64decode(self._command("GET", "screenshot"))
+
+    def _element(self, selector: str) -> str:
+        found = self._command("POST", "element", {"using": "css selector", "value": selector})
+        return str(next(iter(found.values())))
+
+    def click(self, selector: str) -> None:
+        self._command("POST", f"element/{self._element(selector)}/click", {})
+
+    def type(self, selector: str, text: str) -> None:
+        """Keys typed into the element, as a user types them; for an <input type=file>,
+        the paths of the files picked (one a line)."""
+        self._command("POST", f"element/{self._element(selector)}/value", {"text": text})
+
     def wait_for_url(self, prefix: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
         while True:
@@ -135,6 +156,19 @@ class Browser:
                 self._driver.kill()
                 self._driver.wait()
             shutil.rmtree(Path(self._profile), ignore_errors=True)
+
+
+def browser_for_test() -> Browser:
+    """A browser for a test: skipped, saying why, where none can run, except under CI=1,
+    where that fails the test."""
+    import pytest
+
+    try:
+        return Browser.open()
+    except BrowserUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a browser for this test: {exc}")
+        pytest.skip(f"no browser: {exc}")
 
 
 class WebDriverError(Exception):

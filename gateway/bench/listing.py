@@ -8,20 +8,27 @@ index range scans, and a delimiter listing seeks past each common prefix, so the
 should not grow with the bucket: the large/small ratio should be close to 1. Older versions live
 in a table of their own (store/versions.py), so the versioned/small ratio should be close to 1
 too.
+
+The web console's folder page is timed too, against the ListObjectsV2 page it amounts to (a
+prefix, the delimiter `/`, 100 entries) in the large bucket: it lists through the same store
+call, so the console/S3 ratio should be close to 1 whatever the bucket's size.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
+import re
 import statistics
 import sys
 import tempfile
 import time
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from ..store import open_store
 from ..store.api import CatalogTx
@@ -153,6 +160,62 @@ def measure(client: loadgen.Client, repeats: int) -> dict[str, Any]:
     return {"rows": rows}
 
 
+CONSOLE_FOLDER = "dir042/"  # 100 sub-folders: a full console page
+
+
+class ConsoleSession:
+    """A signed-in console session on one kept-alive connection."""
+
+    def __init__(self, url: str) -> None:
+        where = urlsplit(url)
+        self.conn = http.client.HTTPConnection(where.hostname or "", where.port)
+        self.cookies: dict[str, str] = {}
+        form = self.request("GET", "/signin")[1].decode()
+        token = re.search(r'name="csrf" value="([^"]+)"', form)
+        if token is None:
+            raise RuntimeError("the console's sign-in page has no form token")
+        fields = {"csrf": token.group(1), "access_key": ACCESS_KEY, "secret_key": SECRET_KEY}
+        status, _ = self.request("POST", "/signin", urlencode(fields).encode())
+        if status != 303 or "s3gw_console" not in self.cookies:
+            raise RuntimeError(f"the console refused the sign-in: {status}")
+
+    def request(self, method: str, target: str, body: bytes = b"") -> tuple[int, bytes]:
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+        if body:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        self.conn.request(method, target, body or None, headers)
+        response = self.conn.getresponse()
+        answer = response.read()
+        for value in response.headers.get_all("Set-Cookie") or []:
+            self.cookies.update({k: m.value for k, m in SimpleCookie(value).items()})
+        return response.status, answer
+
+
+def measure_console(
+    client: loadgen.Client, console: ConsoleSession, repeats: int
+) -> dict[str, float]:
+    """A console folder page and its ListObjectsV2 page, in the large bucket."""
+    query = urlencode(
+        {"list-type": "2", "max-keys": "100", "prefix": CONSOLE_FOLDER, "delimiter": "/"},
+        quote_via=quote,
+        safe="-_.~",
+    )
+    target = "/bucket?" + urlencode({"name": "large", "prefix": CONSOLE_FOLDER})
+    s3, pages = [], []
+    for _ in range(repeats):
+        response = client.request("GET", f"/large?{query}")
+        if response.status != 200:
+            raise RuntimeError(f"listing failed: {response.status}")
+        s3.append(response.seconds * 1000)
+        started = time.perf_counter()
+        status, page = console.request("GET", target)
+        pages.append((time.perf_counter() - started) * 1000)
+        if status != 200 or page.count(b"<tr>") < 100:
+            raise RuntimeError(f"the console's page failed: {status}")
+    s3_ms, console_ms = statistics.median(s3), statistics.median(pages)
+    return {"s3_ms": s3_ms, "console_ms": console_ms, "ratio": console_ms / s3_ms}
+
+
 def render(result: dict[str, Any], small: int, large: int, versions: int) -> str:
     lines = [
         f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys, "
@@ -163,6 +226,13 @@ def render(result: dict[str, Any], small: int, large: int, versions: int) -> str
         lines.append(
             f"{r['case']:<26} {r['small_ms']:>7.2f} ms {r['large_ms']:>7.2f} ms {r['ratio']:>7.2f}"
             f" {r['versioned_ms']:>9.2f} ms {r['versioned_ratio']:>7.2f}"
+        )
+    c = result.get("console")
+    if c is not None:
+        lines.append(
+            f"console folder page ({CONSOLE_FOLDER}, 100 entries, {large:,} keys): "
+            f"{c['console_ms']:.2f} ms vs ListObjectsV2's same page {c['s3_ms']:.2f} ms, "
+            f"ratio {c['ratio']:.2f}"
         )
     return "\n".join(lines)
 
@@ -175,10 +245,17 @@ def run(args: argparse.Namespace) -> int:
             {"small": args.small, "large": args.large, "versioned": args.small},
             {"versioned": args.versions},
         )
-        server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}).start()
+        env = {"S3GW_LOG_LEVEL": "warning", "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0"}
+        server = GatewayProcess(data, env).start()
         try:
             client = loadgen.Client(loadgen.Signer(server.url))
             result = measure(client, args.repeats)
+            console_url = next(
+                m.group(1) for line in server.log if (m := re.search(r"console on (\S+)", line))
+            )
+            console = ConsoleSession(console_url)
+            result["console"] = measure_console(client, console, args.repeats)
+            console.conn.close()
             client.close()
         finally:
             server.stop()

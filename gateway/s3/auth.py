@@ -539,6 +539,44 @@ def _refuse_unsigned_amz_headers(headers: Mapping[str, list[str]], signed: tuple
         )
 
 
+def presigned_url(
+    origin: str,
+    host: str,
+    path: str,
+    user: User,
+    region: str,
+    expires: int,
+    now: float | None = None,
+    version_id: str | None = None,
+) -> str:
+    """A presigned GET of `path` (bucket and key, not encoded), signed by the rules
+    Authenticator verifies (sigv4-query-string-auth.html): host the only signed header, the
+    payload unsigned. `origin` is scheme://host[:port]; `host`, its Host header; `version_id`, a
+    version to read rather than the latest."""
+    when = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.UTC)
+    amz_date, date = when.strftime("%Y%m%dT%H%M%SZ"), when.strftime("%Y%m%d")
+    scope = f"{date}/{region}/{SERVICE}/{TERMINATOR}"
+    raw_path = quote(path.encode(), safe="/" + _UNRESERVED)
+    params = [
+        ("X-Amz-Algorithm", ALGORITHM),
+        ("X-Amz-Credential", f"{user.access_key}/{scope}"),
+        ("X-Amz-Date", amz_date),
+        ("X-Amz-Expires", str(expires)),
+        ("X-Amz-SignedHeaders", "host"),
+    ]
+    if version_id is not None:
+        params.append(("versionId", version_id))
+    query = "&".join(f"{n}={quote(v, safe=_UNRESERVED)}" for n, v in params)
+    canonical = f"GET\n{_canonical_uri(raw_path)}\n{_canonical_query(_split_query(query), None)}"
+    canonical += f"\nhost:{host}\n\nhost\n{UNSIGNED_PAYLOAD}"
+    to_sign = "\n".join(
+        (ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest())
+    )
+    key = _signing_key(user.secret_key, date, region, SERVICE)
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return f"{origin}{raw_path}?{query}&X-Amz-Signature={signature}"
+
+
 @functools.lru_cache(maxsize=1024)
 def _signing_key(secret_key: str, date: str, region: str, service: str) -> bytes:
     """Derives the SigV4 signing key; cached because it changes once a day per user."""

@@ -18,14 +18,13 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import os
 import threading
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.webdriver import Browser, BrowserUnavailable
+from tests.webdriver import Browser, browser_for_test
 
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>s3gw browser test</title></head><body>
@@ -120,12 +119,7 @@ def page_server() -> Iterator[http.server.ThreadingHTTPServer]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    try:
-        opened = Browser.open()
-    except BrowserUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs a browser for this test: {exc}")
-        pytest.skip(f"no browser: {exc}")
+    opened = browser_for_test()
     yield opened
     opened.close()
 

@@ -432,7 +432,8 @@ def test_image_and_compose_file_agree():
     assert any(str(p).split(":")[-1] == port for p in service["ports"]), service["ports"]
     # Published on loopback unless .env says otherwise: plain HTTP stays on this machine.
     published = [interpolate(str(p), {}) for p in service["ports"]]
-    assert published == [f"127.0.0.1:{port}:{port}"], published
+    console = service["environment"]["S3GW_CONSOLE_ADDRESS"].rpartition(":")[2]
+    assert published == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{console}:{console}"]
     # A named volume (declared at the top level) at the data folder: `down` keeps it.
     named = yaml.safe_load(COMPOSE.read_text()).get("volumes") or {}
     mounts = [v.split(":") for v in service["volumes"] if isinstance(v, str)]

@@ -79,6 +79,19 @@ def test_the_modules_were_read() -> None:
         ("gateway.s3", ("gateway.s3.ops",), ("gateway.s3.ops.*", "gateway.s3.dispatch")),
         # Storage knows nothing of HTTP or of S3's wire formats.
         ("gateway.store", ("aiohttp", "gateway.s3", "gateway.app", "gateway.server"), ()),
+        # The console acts through the Store service and authorize, never an operation's
+        # code, an adapter or the blob files.
+        (
+            "gateway.console",
+            (
+                "gateway.s3.ops",
+                "gateway.s3.dispatch",
+                "gateway.store.sqlite",
+                "gateway.store.blobs",
+                "sqlite3",
+            ),
+            (),
+        ),
         # Settings and users sit below the protocol: neither imports from it.
         ("gateway.config", ("gateway.s3",), ()),
         ("gateway.users", ("gateway.s3",), ()),

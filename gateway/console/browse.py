@@ -1,0 +1,670 @@
+"""The console's pages and the endpoints its script calls: buckets, a bucket's objects, an
+object, uploads (whole, or multipart from the browser), downloads, deletes, copies, share
+links and health. Every action is decided by `authorize` as the S3 operation it amounts to,
+for the signed-in user, before the store is touched."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import posixpath
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+
+from .. import limits
+from ..s3 import sse
+from ..s3.auth import MAX_EXPIRES_SECONDS, presigned_url
+from ..s3.authorize import (
+    BLOCK_ALL,
+    BUCKET_OWNER_ENFORCED,
+    OWNERSHIP,
+    PUBLIC_ACCESS_BLOCK,
+    Access,
+    acls_enabled,
+    authorize,
+    decide,
+    needs_object,
+    object_attrs,
+    resolve_bucket,
+)
+from ..s3.errors import S3Error
+from ..s3.names import valid_bucket_name
+from ..store import Bucket, ObjectAttrs, ObjectInfo
+from ..store.versions import DeleteMarker
+from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
+from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
+
+PAGE_SIZE = 100
+CHUNK = 1024 * 1024
+# Share links the form offers (X-Amz-Expires, at most the seven days SigV4 allows).
+EXPIRIES = ((3600, "1 hour"), (86400, "1 day"), (MAX_EXPIRES_SECONDS, "7 days"))
+
+
+def add_routes(router: web.UrlDispatcher) -> None:
+    router.add_get("/buckets", buckets_page)
+    router.add_post("/buckets", create_bucket)
+    router.add_post("/buckets/delete", delete_bucket)
+    router.add_get("/bucket", bucket_page)
+    router.add_get("/object", object_page)
+    router.add_get("/download", download)
+    router.add_post("/object/delete", delete_object)
+    router.add_post("/object/copy", copy_object)
+    router.add_post("/object/share", share)
+    router.add_get("/health", health_page)
+    router.add_put("/api/object", api_put_object)
+    router.add_post("/api/uploads", api_create_upload)
+    router.add_put("/api/part", api_upload_part)
+    router.add_post("/api/complete", api_complete)
+    router.add_post("/api/abort", api_abort)
+
+
+def check_key(key: str) -> str:
+    size = len(key.encode())
+    if size > limits.MAX_KEY_BYTES:
+        raise S3Error("KeyTooLongError", MaxSizeAllowed=limits.MAX_KEY_BYTES, Size=size)
+    return key
+
+
+def _console(request: web.Request) -> Console:
+    return request.app[CONSOLE]
+
+
+def _csrf(request: web.Request) -> str:
+    return _console(request).sessions.csrf(request[SESSION].nonce)
+
+
+def _page(request: web.Request, title: str, body: str, notice: str = "") -> web.Response:
+    return render(title, body, request[SESSION], _csrf(request), notice=notice)
+
+
+async def allowed(
+    request: web.Request,
+    operation: str,
+    bucket_name: str,
+    key: str | None = None,
+    version_id: str | None = None,
+    conditions: Callable[[str], list[str] | None] | None = None,
+) -> Bucket:
+    """The bucket, once `authorize` has allowed the user `operation` on it (and the key), as
+    an S3 request of that operation would be judged; AccessDenied otherwise."""
+    request[ACTION] = operation
+    request[BUCKET] = bucket_name
+    if key is not None:
+        request[KEY] = key
+    store = _console(request).store
+    bucket = await resolve_bucket(store, bucket_name)
+    obj = None
+    if key is not None and needs_object(operation, bucket):
+        obj = await object_attrs(store, bucket.name, key, version_id)
+    access = Access(request[SESSION].user, operation, bucket, key, version_id, obj)
+    if conditions is not None:
+        access = replace(access, conditions=conditions)
+    authorize(access)
+    return bucket
+
+
+def _may(request: web.Request, operation: str, bucket: Bucket, key: str | None = None) -> bool:
+    return decide(Access(request[SESSION].user, operation, bucket, key))
+
+
+def _param(request: web.Request, name: str, required: bool = True) -> str:
+    value = request.query.get(name, "")
+    if required and not value:
+        raise S3Error("InvalidArgument", f"{name} is missing")
+    return value
+
+
+async def _posted(request: web.Request) -> dict[str, str]:
+    return {k: str(v) for k, v in (await request.post()).items()}
+
+
+# --- buckets ---------------------------------------------------------------------------------
+
+
+def _encryption(bucket: Bucket) -> str:
+    rule = sse.default_rule(bucket.settings)
+    return "none" if rule is None else rule.algorithm
+
+
+async def buckets_page(request: web.Request) -> web.Response:
+    request[ACTION] = "ListBuckets"
+    user = request[SESSION].user
+    buckets = await _console(request).store.list_buckets(user.canonical_id)
+    token = _csrf(request)
+    rows = "".join(
+        f'<tr><td><a href="{url("/bucket", name=b.name)}">{h(b.name)}</a></td>'
+        f"<td>{h(when(b.created_ns))}</td><td>{h(b.versioning or 'off')}</td>"
+        f"<td>{'on' if b.object_lock else 'off'}</td><td>{h(_encryption(b))}</td>"
+        f"<td>{form('/buckets/delete', token, hidden('bucket', b.name), 'Delete', True)}</td>"
+        "</tr>"
+        for b in buckets
+    )
+    table = (
+        '<div class="scroll"><table><caption>Your buckets</caption><thead><tr><th>Name</th>'
+        "<th>Created</th><th>Versioning</th><th>Object Lock</th><th>Default encryption</th>"
+        f"<th>Actions</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        if buckets
+        else "<p>No buckets yet.</p>"
+    )
+    create = (
+        f'<form method="post" action="/buckets" class="row">{csrf_field(token)}'
+        '<label>New bucket <input name="bucket" required minlength="3" maxlength="63" '
+        'pattern="[a-z0-9][a-z0-9.\\-]*[a-z0-9]"></label>'
+        '<label><input type="checkbox" name="object_lock" value="1"> Object Lock</label>'
+        "<button>Create</button></form>"
+    )
+    note = (
+        '<p class="hint">Object counts and sizes per bucket are not shown: the catalog keeps '
+        "no per-bucket totals, and counting would scan every key. The gateway's totals are on "
+        '<a href="/health">Health</a>.</p>'
+    )
+    return _page(request, "Buckets", create + table + note)
+
+
+async def create_bucket(request: web.Request) -> web.StreamResponse:
+    posted = await _posted(request)
+    name = posted.get("bucket", "").strip()
+    request[ACTION], request[BUCKET] = "CreateBucket", name
+    if not valid_bucket_name(name):
+        raise S3Error("InvalidBucketName", BucketName=name)
+    console = _console(request)
+    settings: dict[str, str] = {}
+    if console.settings.bucket_defaults == "aws":  # as CreateBucket without headers
+        settings = {OWNERSHIP: BUCKET_OWNER_ENFORCED, PUBLIC_ACCESS_BLOCK: BLOCK_ALL.to_json()}
+    await console.store.create_bucket(
+        name,
+        request[SESSION].user.canonical_id,
+        console.settings.region,
+        posted.get("object_lock") == "1",
+        settings,
+    )
+    return redirect("/bucket?" + _query(name=name))
+
+
+async def delete_bucket(request: web.Request) -> web.StreamResponse:
+    name = (await _posted(request)).get("bucket", "")
+    await allowed(request, "DeleteBucket", name)
+    await _console(request).store.delete_bucket(name)
+    return redirect("/buckets")
+
+
+def _query(**values: str) -> str:
+    return urlencode({k: v for k, v in values.items() if v})
+
+
+# --- a bucket's objects ------------------------------------------------------------------------
+
+
+def _crumbs(bucket: str, prefix: str) -> str:
+    parts = [
+        f'<a href="{url("/buckets")}">Buckets</a>',
+        f'<a href="{url("/bucket", name=bucket)}">{h(bucket)}</a>',
+    ]
+    at = ""
+    for piece in prefix.split("/")[:-1]:
+        at += piece + "/"
+        parts.append(f'<a href="{url("/bucket", name=bucket, prefix=at)}">{h(piece)}/</a>')
+    return '<p class="crumbs">' + " / ".join(parts) + "</p>"
+
+
+async def bucket_page(request: web.Request) -> web.Response:
+    name = _param(request, "name")
+    prefix = request.query.get("prefix", "")
+    after = request.query.get("after", "")
+
+    def conditions(n: str) -> list[str] | None:
+        return [prefix] if n == "s3:prefix" else ["/"] if n == "s3:delimiter" else None
+
+    bucket = await allowed(request, "ListObjectsV2", name, conditions=conditions)
+    listing = await _console(request).store.list_objects(name, prefix, "/", after, PAGE_SIZE)
+    # Names are shown from the folder on: a search prefix may end inside a name.
+    folder = prefix.rfind("/") + 1
+    rows = [
+        f'<tr><td><a href="{url("/bucket", name=name, prefix=p)}">'
+        f"📁 {h(p[folder:])}</a></td><td></td><td></td></tr>"
+        for p in listing.common_prefixes
+    ]
+    rows += [
+        f'<tr><td><a href="{url("/object", bucket=name, key=e.key)}">{h(e.key[folder:])}'
+        f"</a></td><td>{h(size(e.size))}</td><td>{h(when(e.mtime_ns))}</td></tr>"
+        for e in listing.entries
+    ]
+    table = (
+        '<div class="scroll"><table id="objects"><caption>Objects and folders'
+        f"{' under ' + h(prefix) if prefix else ''}</caption><thead><tr><th>Name</th>"
+        f"<th>Size</th><th>Last modified</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+        "</table></div>"
+        if rows
+        else "<p>Nothing here.</p>"
+    )
+    more = ""
+    if listing.truncated and listing.last:
+        more = (
+            f'<p><a rel="next" href="{url("/bucket", name=name, prefix=prefix, after=listing.last)}'
+            '">Next page →</a></p>'
+        )
+    search = (
+        '<form method="get" action="/bucket" class="row" role="search">'
+        f'{hidden("name", name)}<label>Prefix <input name="prefix" value="{h(prefix)}" '
+        'placeholder="photos/2024-"></label><button>Search</button></form>'
+    )
+    upload = (
+        f'<section aria-labelledby="up"><h2 id="up">Upload</h2>'
+        f'<form id="upload" class="row" data-bucket="{h(name)}" data-prefix="{h(prefix)}">'
+        '<label>Files <input type="file" name="files" multiple required></label>'
+        "<button>Upload</button></form>"
+        '<ul id="progress" aria-live="polite"></ul></section>'
+    )
+    status = (
+        f'<p class="hint">Versioning: {h(bucket.versioning or "off")} · Object Lock: '
+        f"{'on' if bucket.object_lock else 'off'} · Default encryption: "
+        f"{h(_encryption(bucket))}</p>"
+    )
+    return _page(request, name, _crumbs(name, prefix) + status + search + table + more + upload)
+
+
+# --- one object --------------------------------------------------------------------------------
+
+
+def _table(rows: list[tuple[str, str]], caption: str) -> str:
+    body = "".join(f'<tr><th scope="row">{h(k)}</th><td>{v}</td></tr>' for k, v in rows)
+    return (
+        f'<div class="scroll"><table class="facts"><caption>{h(caption)}</caption>{body}'
+        "</table></div>"
+    )
+
+
+def _facts(obj: ObjectInfo) -> str:
+    attrs = obj.attrs
+    rows = [
+        ("Size", h(f"{size(obj.size)} ({obj.size} bytes)")),
+        ("ETag", f"<code>{h(obj.etag)}</code>"),
+        ("Last modified", h(when(obj.mtime_ns))),
+        ("Content type", h(attrs.content_type)),
+        ("Version", f"<code>{h(obj.version_id)}</code>"),
+    ]
+    rows += [(name, f"<code>{h(v)}</code>") for name, v in attrs.checksums.items()]
+    rows += [(f"x-amz-meta-{k}", h(v)) for k, v in attrs.meta.items()]
+    rows += [(k, h(v)) for k, v in attrs.headers.items()]
+    encryption = ", ".join(f"{k}: {v}" for k, v in attrs.sse.items()) or "none"
+    rows.append(("Encryption", h(encryption)))
+    tags = ", ".join(f"{k}={v}" for k, v in attrs.tags) or "none"
+    rows.append(("Tags", h(tags)))
+    if obj.lock.mode or obj.lock.legal_hold:
+        until = when(obj.lock.retain_until_ns) if obj.lock.retain_until_ns else "-"
+        rows.append(("Object Lock", h(f"{obj.lock.mode or '-'} until {until}, legal hold "
+                                      f"{obj.lock.legal_hold or 'OFF'}")))  # fmt: skip
+    return _table(rows, "Object")
+
+
+async def object_page(request: web.Request) -> web.Response:
+    name, key = _param(request, "bucket"), _param(request, "key")
+    return await _object_view(request, name, key, request.query.get("version") or None)
+
+
+async def _object_view(
+    request: web.Request, name: str, key: str, version: str | None, notice: str = ""
+) -> web.Response:
+    bucket = await allowed(request, "HeadObject", name, key, version)
+    store = _console(request).store
+    token = _csrf(request)
+    parts = [_crumbs(name, key)]
+    obj: ObjectInfo | None
+    try:
+        obj = await store.head_object(name, key, version)
+    except DeleteMarker:
+        obj = None
+        parts.append("<p>The latest version is a delete marker: the key reads as deleted.</p>")
+    if obj is not None:
+        parts.append(_facts(obj))
+        target = {"bucket": name, "key": key, "version": version}
+        actions = [
+            f'<a class="button" href="{url("/download", **target)}" download>Download</a>',
+            form(
+                "/object/delete",
+                token,
+                _hiddens(target),
+                "Delete this version" if version else "Delete",
+                True,
+            ),
+        ]
+        parts.append('<div class="row">' + " ".join(actions) + "</div>")
+        expiry = "".join(f'<option value="{s}">{h(t)}</option>' for s, t in EXPIRIES)
+        parts.append(
+            '<section aria-labelledby="share"><h2 id="share">Share link</h2>'
+            f'<form method="post" action="/object/share" class="row">{csrf_field(token)}'
+            f'{_hiddens(target)}<label>Expires in <select name="expires">{expiry}</select>'
+            "</label><button>Make link</button></form></section>"
+        )
+        parts.append(
+            '<section aria-labelledby="copy"><h2 id="copy">Copy or rename</h2>'
+            f'<form method="post" action="/object/copy" class="row">{csrf_field(token)}'
+            f'{_hiddens(target)}<label>To bucket <input name="target_bucket" '
+            f'value="{h(name)}" required></label><label>Key <input name="target_key" '
+            f'value="{h(key)}" required></label><label><input type="checkbox" name="move" '
+            'value="1"> Rename (delete the original)</label><button>Copy</button></form>'
+            "</section>"
+        )
+    if bucket.versioning is not None and _may(request, "ListObjectVersions", bucket):
+        parts.append(await _versions(request, bucket, key, token))
+    return _page(request, key, "".join(parts), notice)
+
+
+def _hiddens(values: dict[str, str | None]) -> str:
+    return "".join(hidden(k, v) for k, v in values.items() if v)
+
+
+async def _versions(request: web.Request, bucket: Bucket, key: str, token: str) -> str:
+    page = await _console(request).store.list_versions(bucket.name, key, "", "", "", PAGE_SIZE)
+    rows = []
+    for e in page.entries:
+        if e.key != key:
+            continue
+        target = {"bucket": bucket.name, "key": key, "version": e.version_id}
+        label = "delete marker" if e.delete_marker else size(e.size)
+        link = (
+            h(e.version_id)
+            if e.delete_marker
+            else f'<a href="{url("/object", **target)}">{h(e.version_id)}</a>'
+        )
+        rows.append(
+            f"<tr><td><code>{link}</code>{' (latest)' if e.is_latest else ''}</td>"
+            f"<td>{h(label)}</td><td>{h(when(e.mtime_ns))}</td>"
+            f"<td>{form('/object/delete', token, _hiddens(target), 'Delete version', True)}</td>"
+            "</tr>"
+        )
+    return (
+        '<section aria-labelledby="versions"><h2 id="versions">Versions</h2>'
+        '<div class="scroll"><table><thead><tr><th>Version id</th><th>Size</th><th>Date</th>'
+        f"<th>Actions</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
+
+
+def _readable(obj: ObjectInfo) -> bytes | None:
+    if obj.attrs.sse_key is not None:
+        raise S3Error(
+            "InvalidRequest",
+            "This object is encrypted with a customer-provided key (SSE-C): only a request "
+            "that brings the key can read it, and the console holds none.",
+        )
+    return None
+
+
+async def download(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), _param(request, "key")
+    version = request.query.get("version") or None
+    await allowed(request, "GetObject", name, key, version)
+    reader = await _console(request).store.open_object(name, key, version, _readable)
+    try:
+        obj = reader.info
+        filename = posixpath.basename(key) or "download"
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": obj.attrs.content_type,
+                "Content-Length": str(obj.size),
+                "ETag": f'"{obj.etag}"',
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(filename)}",
+                "X-Content-Type-Options": "nosniff",
+            }
+        )
+        await response.prepare(request)
+        async for chunk in reader.chunks(0, obj.size):
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+    finally:
+        reader.close()
+
+
+async def delete_object(request: web.Request) -> web.StreamResponse:
+    posted = await _posted(request)
+    name, key = posted.get("bucket", ""), posted.get("key", "")
+    version = posted.get("version") or None
+    await allowed(request, "DeleteObject", name, key, version)
+    store = _console(request).store
+    if version is None:
+        await store.delete_objects(name, [key])
+    else:
+        (done,) = await store.delete_versions(name, [(key, version)])
+        if isinstance(done, Exception):
+            raise done
+    folder = key.rpartition("/")[0]
+    return redirect("/bucket?" + _query(name=name, prefix=folder + "/" if folder else ""))
+
+
+async def copy_object(request: web.Request) -> web.StreamResponse:
+    posted = await _posted(request)
+    name, key = posted.get("bucket", ""), posted.get("key", "")
+    version = posted.get("version") or None
+    target_bucket = posted.get("target_bucket", "").strip() or name
+    target_key = check_key(posted.get("target_key", ""))
+    move = posted.get("move") == "1"
+    if not target_key:
+        raise S3Error("InvalidArgument", "The new key is empty")
+    if (target_bucket, target_key) == (name, key):
+        raise S3Error("InvalidRequest", "Copy to a different key or bucket")
+    await allowed(request, "GetObject", name, key, version)
+    if move:
+        await allowed(request, "DeleteObject", name, key, version)
+    dest = await allowed(request, "CopyObject", target_bucket, target_key)
+    console = _console(request)
+    store = console.store
+    source = await store.head_object(name, key, version)
+    _readable(source)
+    encryption = sse.for_write({}, dest.settings, store.keys, request.secure, True)
+    attrs = encryption.attrs(
+        replace(source.attrs, owner=_writer(request, dest), acl=None, sse={}, sse_key=None)
+    )
+    if not source.attrs.sse and encryption.encryption is None and "-" not in source.etag:
+        # Plain to plain: a metadata copy over the same blobs, the ETag reused.
+        await store.copy_object(source, target_bucket, target_key, attrs, source.etag)
+    else:
+        reader = store.reader(source)
+        try:
+            await reader.open()
+            blob = await store.stage(reader.chunks(0, source.size), (), encryption.encryption)
+        finally:
+            reader.close()
+        await store.put_object(
+            target_bucket, target_key, blob, attrs, etag=encryption.etag(blob.md5.hex())
+        )
+    if move:
+        await store.delete_versions(name, [(key, version)])
+    request[ACTION] = "RenameObject" if move else "CopyObject"
+    return redirect("/object?" + _query(bucket=target_bucket, key=target_key))
+
+
+def _writer(request: web.Request, bucket: Bucket) -> str | None:
+    """Who owns an object the user writes: the writer where ACLs are on, else the bucket's
+    owner (None), as the dispatcher decides it for a PutObject without ACL headers."""
+    return request[SESSION].user.canonical_id if acls_enabled(bucket) else None
+
+
+async def share(request: web.Request) -> web.StreamResponse:
+    posted = await _posted(request)
+    name, key = posted.get("bucket", ""), posted.get("key", "")
+    version = posted.get("version") or None
+    await allowed(request, "GetObject", name, key, version)
+    request[ACTION] = "ShareObject"
+    try:
+        expires = int(posted.get("expires", ""))
+    except ValueError:
+        expires = 0
+    if not 1 <= expires <= MAX_EXPIRES_SECONDS:
+        raise S3Error("InvalidArgument", "Choose an expiry from 1 second to 7 days")
+    settings = _console(request).settings
+    host = request.url.host or settings.host
+    if ":" in host:
+        host = f"[{host}]"
+    scheme = "https" if request.secure else "http"
+    default = {"http": 80, "https": 443}[scheme]
+    authority = host if settings.port == default else f"{host}:{settings.port}"
+    link = presigned_url(
+        f"{scheme}://{authority}",
+        authority,
+        f"/{name}/{key}",
+        request[SESSION].user,
+        settings.region,
+        expires,
+        version_id=version,
+    )
+    label = dict(EXPIRIES).get(expires, f"{expires} s")
+    notice = (
+        f"Share link, valid for {h(label)} without signing in:<br>"
+        f'<input id="share-link" class="link" readonly value="{h(link)}" aria-label="Share link">'
+    )
+    page = await _object_view(request, name, key, version, notice)
+    request[ACTION] = "ShareObject"
+    return page
+
+
+# --- health --------------------------------------------------------------------------------
+
+
+_SAMPLE = re.compile(r"^(s3gw_[a-z_]+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$")
+
+
+async def health_page(request: web.Request) -> web.Response:
+    request[ACTION] = "Health"
+    console = _console(request)
+    ready = await console.store.writable()
+    text = (await console.renderer.render()).decode()
+    requests = errors = 0.0
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        metric, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if metric == "s3gw_requests_total":
+            if 'operation="Console' in labels:
+                continue
+            requests += value
+            if re.search(r'status="[45]', labels):
+                errors += value
+        else:
+            totals[metric] = value
+
+    def shown(metric: str, as_size: bool = False) -> str:
+        if metric not in totals:
+            return "not counted yet"
+        return size(int(totals[metric])) if as_size else f"{int(totals[metric])}"
+
+    rows = [
+        ("Status", "ready" if ready else "<strong>not ready</strong> (storage not writable)"),
+        ("S3 requests", f"{int(requests)}"),
+        ("S3 errors (4xx, 5xx)", f"{int(errors)}"),
+        ("Bytes received", shown("s3gw_received_bytes_total", True)),
+        ("Bytes sent", shown("s3gw_sent_bytes_total", True)),
+        ("Objects stored", shown("s3gw_objects")),
+        ("Bytes stored", shown("s3gw_stored_bytes", True)),
+        ("Workers", f"{console.settings.workers}"),
+    ]
+    body = "".join(f'<tr><th scope="row">{h(k)}</th><td>{v}</td></tr>' for k, v in rows)
+    note = (
+        '<p class="hint">All workers together, since the gateway started; every metric is at '
+        "<code>/metrics</code> on the S3 port.</p>"
+    )
+    return _page(request, "Health", f'<table class="facts">{body}</table>' + note)
+
+
+# --- the upload endpoints (console.js) -----------------------------------------------------
+
+
+def _json(value: object, status: int = 200) -> web.Response:
+    return web.json_response(value, status=status)
+
+
+async def _body(request: web.Request, limit: int) -> AsyncIterator[bytes]:
+    """The request body in chunks, refused past `limit` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        raise S3Error("EntityTooLarge", MaxSizeAllowed=limit)
+    seen = 0
+    async for chunk in request.content.iter_chunked(CHUNK):
+        seen += len(chunk)
+        if seen > limit:
+            raise S3Error("EntityTooLarge", MaxSizeAllowed=limit)
+        yield chunk
+
+
+def _new_object(request: web.Request, bucket: Bucket) -> tuple[sse.Requested, ObjectAttrs]:
+    """How a new object the user uploads is encrypted (the bucket's default), and its attrs:
+    the Content-Type the script sent, the writer as owner where ACLs are on."""
+    sent = request.headers.get("Content-Type", "")
+    content_type = sent if sent and len(sent) < 256 else "binary/octet-stream"
+    store = _console(request).store
+    encryption = sse.for_write({}, bucket.settings, store.keys, request.secure, True)
+    attrs = ObjectAttrs(content_type=content_type, owner=_writer(request, bucket))
+    return encryption, encryption.attrs(attrs)
+
+
+async def api_put_object(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), check_key(_param(request, "key"))
+    bucket = await allowed(request, "PutObject", name, key)
+    store = _console(request).store
+    encryption, attrs = _new_object(request, bucket)
+    blob = await store.stage(
+        _body(request, _console(request).settings.max_object_size), (), encryption.encryption
+    )
+    obj = await store.put_object(
+        name, key, blob, attrs, etag=encryption.etag(blob.md5.hex()),
+        keep_md5=encryption.sse_key is None,
+    )  # fmt: skip
+    return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
+
+
+async def api_create_upload(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), check_key(_param(request, "key"))
+    bucket = await allowed(request, "CreateMultipartUpload", name, key)
+    store = _console(request).store
+    _, attrs = _new_object(request, bucket)
+    upload = await store.create_upload(name, key, request[SESSION].user.canonical_id, attrs)
+    return _json({"upload_id": upload.id})
+
+
+async def api_upload_part(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), check_key(_param(request, "key"))
+    upload_id, number = _param(request, "upload_id"), _param(request, "part")
+    if not number.isdigit() or not 1 <= int(number) <= 10_000:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000")
+    await allowed(request, "UploadPart", name, key)
+    store = _console(request).store
+    upload = await store.get_upload(upload_id, name, key)
+    encryption = sse.for_upload(upload.attrs, store.keys, None)
+    blob = await store.stage(_body(request, limits.MAX_PART_SIZE), (), encryption.encryption)
+    part = await store.upload_part(upload, int(number), blob, None, encryption.etag(blob.md5.hex()))
+    return _json({"part": part.number, "etag": part.etag})
+
+
+def _no_checksum(upload: object, parts: object) -> dict[str, str]:
+    return {}  # the console's uploads ask for no flexible checksum
+
+
+async def api_complete(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), check_key(_param(request, "key"))
+    upload_id = _param(request, "upload_id")
+    await allowed(request, "CompleteMultipartUpload", name, key)
+    try:
+        sent = json.loads(await request.read())
+        chosen = [(int(n), str(etag)) for n, etag in sent["parts"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise S3Error("MalformedXML", "The list of parts is not [[number, etag], ...]") from exc
+    if not chosen or any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
+        raise S3Error("InvalidPartOrder", UploadId=upload_id)
+    obj = await _console(request).store.complete_upload(upload_id, name, key, chosen, _no_checksum)
+    return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
+
+
+async def api_abort(request: web.Request) -> web.StreamResponse:
+    name, key = _param(request, "bucket"), check_key(_param(request, "key"))
+    upload_id = _param(request, "upload_id")
+    await allowed(request, "AbortMultipartUpload", name, key)
+    await _console(request).store.abort_upload(upload_id, name, key)
+    return _json({"aborted": upload_id})
+
+
+__all__ = ["add_routes", "allowed", "error_box"]

@@ -1,0 +1,137 @@
+"""Console sessions and CSRF tokens: signed, expiring, and kept by nobody.
+
+A session is a token in a cookie, MACed with a secret of the data folder, so that any worker
+and any node serving that folder accepts it (an in-memory table would sign a user out whenever
+a request landed on another process). The MAC also covers a digest of the user's secret key:
+a user whose secret changes in the users file is signed out everywhere. Sign-out forgets the
+cookie; a copy of the token taken before stays valid until it expires (SESSION_SECONDS), the
+price of keeping no session table.
+
+A form's CSRF token is an HMAC of the session's nonce: a page of another origin can make the
+browser send the cookie (SameSite=Strict already stops that in current browsers) but cannot
+read the token. The sign-in form, before any session, is bound the same way to a random
+pre-session cookie.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..users import User
+
+SESSION_SECONDS = 8 * 3600
+SECRET_FILE = "console.key"
+
+
+def folder_secret(data: Path) -> bytes:
+    """The data folder's console secret, made once by whichever process comes first (a link
+    is atomic, also on a shared file system: the others read the winner's)."""
+    path = data / SECRET_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    tmp = data / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())
+
+
+@dataclass(frozen=True)
+class Session:
+    user: User
+    nonce: str
+    expires: int
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _unb64(text: str) -> str:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+
+
+class Sessions:
+    def __init__(
+        self,
+        secret: bytes,
+        users: Mapping[str, User],
+        clock: Callable[[], float] = time.time,
+        seconds: int = SESSION_SECONDS,
+    ) -> None:
+        self._secret = secret
+        self._users = users
+        self._clock = clock
+        self._seconds = seconds
+
+    def _mac(self, *parts: str) -> str:
+        message = "\n".join(parts).encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def sign_in(self, access_key: str, secret_key: str) -> tuple[Session, str] | None:
+        """A new session and its token, if the keys are a user's (compared in constant time)."""
+        user = self._users.get(access_key)
+        if user is None or not hmac.compare_digest(user.secret_key.encode(), secret_key.encode()):
+            return None
+        session = Session(user, secrets.token_hex(16), int(self._clock()) + self._seconds)
+        return session, self._token(session)
+
+    def _token(self, session: Session) -> str:
+        fields = (_b64(session.user.access_key), str(session.expires), session.nonce)
+        mac = self._mac("session", *fields, _fingerprint(session.user))
+        return ".".join((*fields, mac))
+
+    def verify(self, token: str | None) -> Session | None:
+        """The session a cookie holds, or None: malformed, forged, expired, or its user gone
+        or given another secret."""
+        if not token:
+            return None
+        fields = token.split(".")
+        if len(fields) != 4 or not fields[1].isdigit():
+            return None
+        try:
+            access_key = _unb64(fields[0])
+        except (ValueError, UnicodeDecodeError):
+            return None
+        user = self._users.get(access_key)
+        if user is None:
+            return None
+        expected = self._mac("session", *fields[:3], _fingerprint(user))
+        if not hmac.compare_digest(expected, fields[3]):
+            return None
+        expires = int(fields[1])
+        if expires <= self._clock():
+            return None
+        return Session(user, fields[2], expires)
+
+    def csrf(self, nonce: str) -> str:
+        """The CSRF token of a session (its nonce) or of a pre-session cookie."""
+        return self._mac("csrf", nonce)
+
+    def check_csrf(self, nonce: str | None, token: str | None) -> bool:
+        if not nonce or not token:
+            return False
+        return hmac.compare_digest(self.csrf(nonce), token)
+
+
+def _fingerprint(user: User) -> str:
+    return hashlib.sha256(b"s3gw-console:" + user.secret_key.encode()).hexdigest()
