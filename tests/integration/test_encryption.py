@@ -543,16 +543,18 @@ def test_reads_refused_once_the_kms_key_is_disabled(tmp_path: Path) -> None:
     not decrypted: GET and copies answer 400 KMS.DisabledException, as AWS; HEAD, which
     decrypts nothing, still answers; objects under other keys are unaffected."""
     gw = start_gateway(tmp_path)
-    s3 = gw.client()
-    s3.create_bucket(Bucket="kms")
-    for key, mode in (("one", "aws:kms"), ("two", "aws:kms:dsse")):
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="kms")
+        for key, mode in (("one", "aws:kms"), ("two", "aws:kms:dsse")):
+            s3.put_object(
+                Bucket="kms", Key=key, Body=b"secret", ServerSideEncryption=mode, SSEKMSKeyId=ARN_1
+            )
         s3.put_object(
-            Bucket="kms", Key=key, Body=b"secret", ServerSideEncryption=mode, SSEKMSKeyId=ARN_1
+            Bucket="kms", Key="other", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId=ARN_2
         )
-    s3.put_object(
-        Bucket="kms", Key="other", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId=ARN_2
-    )
-    gw.stop()
+    finally:
+        gw.stop()
     disabled = KMS_KEYS.replace('id = "testkey-1"\n', 'id = "testkey-1"\nenabled = false\n')
     assert disabled != KMS_KEYS
     gw = start_gateway(tmp_path, kms_keys=disabled)
