@@ -61,7 +61,7 @@ def _fsck(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .store.migrate import MigrateError, migrate
+    from .store.migrate import migrate
 
     try:
         if not args.to:
@@ -70,7 +70,7 @@ def _migrate(args: argparse.Namespace) -> int:
         if url == "sqlite":
             raise config.StartError("--to must be a postgresql:// URL: the catalog is SQLite now")
         summary = migrate(Path(args.data), url, batch=args.batch, sample=args.sample)
-    except (FolderInUse, MigrateError, config.StartError) as exc:
+    except (FolderInUse, StoreError, config.StartError) as exc:
         print(f"s3gw migrate: {exc}", file=sys.stderr)
         return 2
     print(summary.render())

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import concurrent.futures
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .api import Catalog
 from .errors import StoreError
-from .migrate import moved_to
 from .model import (
     Bucket,
     DeleteCondition,
@@ -28,8 +28,12 @@ from .model import (
 )
 from .reader import ObjectReader
 from .sqlite import SqliteCatalog
+from .sqlite.export import SqliteExport
 from .staging import BATCH
 from .store import Store
+
+if TYPE_CHECKING:
+    from .postgres.load import PostgresImport
 
 
 def has_catalog(root: Path) -> bool:
@@ -42,13 +46,6 @@ def open_catalog(root: Path, pool: concurrent.futures.Executor, url: str | None 
     if it has none), `postgresql://...` for a PostgreSQL database (its schema made or
     migrated)."""
     if url is None or url == "sqlite":
-        moved = moved_to(root)
-        if moved is not None:
-            # Its blobs are the moved catalog's now: a start on the old file would serve stale
-            # rows, and its sweep would delete every blob written since.
-            raise StoreError(
-                f"{root}'s catalog was migrated to {moved}: use --catalog with that URL"
-            )
         return SqliteCatalog(root / "catalog.sqlite3", pool)
     if url.startswith(("postgresql://", "postgres://")):
         # Imported here: a gateway on SQLite never loads the PostgreSQL driver.
@@ -58,6 +55,18 @@ def open_catalog(root: Path, pool: concurrent.futures.Executor, url: str | None 
     raise StoreError(
         f"unknown catalog {url.split('://')[0]!r}: use sqlite or postgresql://user@host/db"
     )
+
+
+def open_export(root: Path) -> SqliteExport:
+    """The data folder's SQLite catalog, read for `s3gw migrate`."""
+    return SqliteExport(root / "catalog.sqlite3")
+
+
+async def open_import(url: str) -> PostgresImport:
+    """The empty PostgreSQL catalog `s3gw migrate` fills."""
+    from .postgres.load import PostgresImport
+
+    return await PostgresImport.connect(url)
 
 
 def open_store(

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from .. import errors
 from ..api import CatalogAudit, CatalogReader, CatalogTx, complete_now
+from .export import moved_to
 from .queries import SqliteAudit, SqliteReader
 from .schema import connect, initialise
 from .writer import GroupWriter
@@ -36,6 +37,13 @@ class SqliteCatalog:
 
     def __init__(self, path: Path, pool: concurrent.futures.Executor) -> None:
         self.path = path
+        moved = moved_to(path.parent)
+        if moved is not None:
+            # Its blobs are the moved catalog's now: a start on the old file would serve stale
+            # rows, and its sweep would delete every blob written since.
+            raise errors.StoreError(
+                f"{path.parent}'s catalog was migrated to {moved}: use --catalog with that URL"
+            )
         try:
             initialise(path)
             self._writer = GroupWriter(path)
