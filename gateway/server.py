@@ -399,6 +399,7 @@ async def _serve_one(
                 log.info("start-up sweep removed %d tmp files and %d orphan blobs", tmp, orphans)
         else:
             app = build_app(settings, worker=True)
+            await app[STORE].check_folder()
     runner, inflight = await _start(settings, app, listeners, context)
     signals = _Signals()
     _print_banner(banner)
@@ -429,6 +430,7 @@ async def _work(
     try:
         with _opening(settings.data):
             app = build_app(settings, worker=True)
+            await app[STORE].check_folder()  # its parent may not have swept (another node's)
         runner, inflight = await _start(settings, app, listeners, context)
         signals = _Signals()
     except Exception as exc:

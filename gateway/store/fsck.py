@@ -25,6 +25,7 @@ from .. import digest
 from . import crypto, has_catalog, open_catalog
 from .api import BlobStore, Catalog, CatalogTx, Stray
 from .blobs import BlobFiles, FolderLock
+from .errors import StoreError
 from .model import NULL_VERSION, Extent, ObjectInfo
 from .reader import decrypted
 from .store import leftover_files
@@ -183,6 +184,13 @@ async def _check(
     if deep:
         await _check_bytes(catalog, files, report, checksum_of, keys)
     if repair:
+        if not blobs and leftovers:
+            # Store.check_folder's case: these files are another catalog's objects.
+            raise StoreError(
+                f"{len(leftovers)} blob files and a catalog that knows no blob: they are "
+                "another catalog's objects (--catalog), not a crash's leftovers; nothing was "
+                "repaired"
+            )
         await _repair(catalog, files, report, leftovers)
     return report
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import secrets
 import time
@@ -109,6 +110,7 @@ class Store:
         Runs holding the folder exclusively, before requests are served (a blob being
         published is not yet in the catalog). One blob directory at a time: bounded memory.
         """
+        await self.check_folder()
         tmp = await self.files.empty_leftovers()
         orphans = 0
         async for stale in leftover_files(self._read, self.files):
@@ -118,6 +120,26 @@ class Store:
         # Every intent is a dead writer's (the folder is ours alone), its files gone now.
         await self.catalog.write(lambda tx: tx.drop_intents(None))
         return tmp, orphans
+
+    async def check_folder(self) -> None:
+        """Refuse a data folder whose blob files another catalog references.
+
+        A new, empty catalog over a folder that holds blob files is a gateway started without
+        its --catalog (a SQLite catalog made where PostgreSQL held the rows) or on a database
+        nobody migrated into. Serving would call every file an orphan: the start-up sweep and
+        the reclaimer would delete them all. Every start asks, alone or joining other nodes."""
+        async with contextlib.aclosing(self.catalog.audit.audit_blobs()) as rows:
+            async for _ in rows:
+                return  # the catalog knows blobs: its own folder
+        async with contextlib.aclosing(self.files.walk()) as found:
+            async for _ in found:
+                raise errors.StoreError(
+                    "it holds blob files but this catalog knows no blob: they are another "
+                    "catalog's objects (start with the catalog that served the folder, "
+                    "--catalog / S3GW_CATALOG, or move a SQLite catalog with s3gw migrate; "
+                    "only if every object was deleted are they orphans: remove blobs/ then); "
+                    "nothing was changed"
+                )
 
     def totals(self) -> tuple[int, int]:
         """(objects, bytes) stored; blocking, from any thread."""

@@ -321,3 +321,33 @@ def test_a_slow_upload_past_the_lease_keeps_its_blob(leased: Cluster) -> None:
     report = leased.fsck()
     assert report.damage == [], report.render()
     assert (report.orphan_files, report.tmp_files, report.intents) == ([], [], []), report.render()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_node_joining_with_the_wrong_catalog_is_refused(cluster, postgres, workers):
+    """A node started on the shared folder with another, new database (a URL mistyped, a
+    database nobody migrated into) does not sweep, as others serve; it would still run the
+    reclaimer, which would call every file an orphan. It refuses to start instead, and the
+    cluster's objects keep their files. (A forgotten --catalog, SQLite, finds the folder in
+    use: refused already.)"""
+    from tests.integration.test_startup import gateway
+
+    s3 = cluster.nodes[0].client()
+    body = os.urandom(256 * 1024)
+    s3.put_object(Bucket=BUCKET, Key="big", Body=body)
+    files = sorted(p for p in (cluster.data / "blobs").rglob("*") if p.is_file())
+    assert files
+    args = ["serve", "--data", str(cluster.data), "--address", "127.0.0.1:0"]
+    refused = gateway(
+        *args,
+        "--workers",
+        str(workers),
+        env={"S3GW_CATALOG": postgres.database()},
+    )
+    # One line says why (after the start's INFO lines: this start got that far).
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    said = [line for line in refused.stderr.splitlines() if " INFO " not in line]
+    assert len(said) == 1 and "another catalog" in said[0], refused.stderr
+    assert sorted(p for p in (cluster.data / "blobs").rglob("*") if p.is_file()) == files
+    for node in cluster.nodes:
+        assert node.client().get_object(Bucket=BUCKET, Key="big")["Body"].read() == body

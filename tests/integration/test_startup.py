@@ -319,3 +319,49 @@ def test_the_secret_key_is_shown_only_on_the_start_that_made_it(tmp_path):
     server = GatewayProcess(tmp_path / "env").start()
     server.stop()
     assert SECRET_KEY not in "".join(server.log)
+
+
+# --- a folder and the wrong catalog -------------------------------------------------------------
+
+
+def _blob_files(data: Path) -> list[Path]:
+    return sorted(p for p in (data / "blobs").rglob("*") if p.is_file())
+
+
+def test_a_folder_of_another_catalog_is_refused_and_keeps_its_files(tmp_path):
+    """The folder's objects live in a catalog the start was not given (a forgotten
+    --catalog makes a new, empty SQLite catalog): the start is one line and deletes nothing,
+    where its sweep would have called every file an orphan. fsck --repair refuses the same
+    way. Given its own catalog back, the folder serves its object."""
+    data = tmp_path / "data"
+    body = os.urandom(256 * 1024)  # over --inline-max: a blob file
+    server = GatewayProcess(data, None).start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="kept")
+        s3.put_object(Bucket="kept", Key="big", Body=body)
+    finally:
+        server.stop()
+    files = _blob_files(data)
+    assert files
+    elsewhere = tmp_path / "its-catalog"
+    elsewhere.mkdir()
+    for path in data.glob("catalog.sqlite3*"):
+        path.rename(elsewhere / path.name)
+
+    line = one_line(gateway("serve", "--data", str(data), "--address", "127.0.0.1:0"))
+    assert "another catalog" in line and str(data) in line
+    assert _blob_files(data) == files
+    repair = gateway("fsck", "--data", str(data), "--repair")
+    assert repair.returncode == 2 and "nothing was repaired" in repair.stderr, repair.stderr
+    assert _blob_files(data) == files
+
+    for path in data.glob("catalog.sqlite3*"):
+        path.unlink()
+    for path in elsewhere.iterdir():
+        path.rename(data / path.name)
+    server = GatewayProcess(data, None).start()
+    try:
+        assert server.client().get_object(Bucket="kept", Key="big")["Body"].read() == body
+    finally:
+        server.stop()
