@@ -441,6 +441,9 @@ def test_the_bucket_policy_decides_what_another_user_may_do(console, alice_s3):
 
 def test_a_customer_key_object_is_not_downloaded(console, alice_s3):
     alice_s3.create_bucket(Bucket="console-ssec")
+    # New buckets block SSE-C writes (AWS's default since April 2026): allowed on this one.
+    allow = {"Rules": [{"BlockedEncryptionTypes": {"EncryptionType": ["NONE"]}}]}
+    alice_s3.put_bucket_encryption(Bucket="console-ssec", ServerSideEncryptionConfiguration=allow)
     key = b"k" * 32
     alice_s3.put_object(
         Bucket="console-ssec", Key="secret", Body=b"x", SSECustomerAlgorithm="AES256",
