@@ -34,6 +34,7 @@ from ..s3.authorize import (
 from ..s3.errors import S3Error
 from ..s3.names import valid_bucket_name
 from ..store import Bucket, ObjectAttrs, ObjectInfo
+from ..store.errors import NoSuchBucket
 from ..store.versions import DeleteMarker
 from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -130,22 +131,49 @@ def _encryption(bucket: Bucket) -> str:
     return "none" if rule is None else rule.algorithm
 
 
+# The catalog keeps no per-bucket totals: a bucket's count pages through its listing, up to a
+# bound (one listing page per bucket on the buckets page, ten on a bucket's own), and says so
+# past it, so a bucket of millions of keys costs what a few ListObjectsV2 pages cost.
+_TALLY_PAGE = 1000
+
+
+async def _tally(request: web.Request, bucket: str, pages: int) -> str:
+    """The bucket's current objects: "N objects · SIZE", or "over N objects" past the bound."""
+    store = _console(request).store
+    count = total = 0
+    after = ""
+    for _ in range(pages):
+        try:
+            page = await store.list_objects(bucket, "", "", after, _TALLY_PAGE)
+        except NoSuchBucket:
+            return "deleted meanwhile"
+        count += len(page.entries)
+        total += sum(e.size for e in page.entries)
+        if not page.truncated or page.last is None:
+            return f"{count:,} objects · {size(total)}"
+        after = page.last
+    return f"over {count:,} objects"
+
+
 async def buckets_page(request: web.Request) -> web.Response:
     request[ACTION] = "ListBuckets"
     user = request[SESSION].user
     buckets = await _console(request).store.list_buckets(user.canonical_id)
     token = _csrf(request)
+    tallies = [await _tally(request, b.name, 1) for b in buckets]
     rows = "".join(
         f'<tr><td><a href="{url("/bucket", name=b.name)}">{h(b.name)}</a></td>'
+        f"<td>{h(tally)}</td>"
         f"<td>{h(when(b.created_ns))}</td><td>{h(b.versioning or 'off')}</td>"
         f"<td>{'on' if b.object_lock else 'off'}</td><td>{h(_encryption(b))}</td>"
         f"<td>{form('/buckets/delete', token, hidden('bucket', b.name), 'Delete', True)}</td>"
         "</tr>"
-        for b in buckets
+        for b, tally in zip(buckets, tallies, strict=True)
     )
     table = (
         '<div class="scroll"><table><caption>Your buckets</caption><thead><tr><th>Name</th>'
-        "<th>Created</th><th>Versioning</th><th>Object Lock</th><th>Default encryption</th>"
+        "<th>Objects</th><th>Created</th><th>Versioning</th><th>Object Lock</th>"
+        "<th>Default encryption</th>"
         f"<th>Actions</th></tr></thead><tbody>{rows}</tbody></table></div>"
         if buckets
         else "<p>No buckets yet.</p>"
@@ -157,12 +185,7 @@ async def buckets_page(request: web.Request) -> web.Response:
         '<label><input type="checkbox" name="object_lock" value="1"> Object Lock</label>'
         "<button>Create</button></form>"
     )
-    note = (
-        '<p class="hint">Object counts and sizes per bucket are not shown: the catalog keeps '
-        "no per-bucket totals, and counting would scan every key. The gateway's totals are on "
-        '<a href="/health">Health</a>.</p>'
-    )
-    return _page(request, "Buckets", create + table + note)
+    return _page(request, "Buckets", create + table)
 
 
 async def create_bucket(request: web.Request) -> web.StreamResponse:
@@ -260,7 +283,8 @@ async def bucket_page(request: web.Request) -> web.Response:
         '<ul id="progress" aria-live="polite"></ul></section>'
     )
     status = (
-        f'<p class="hint">Versioning: {h(bucket.versioning or "off")} · Object Lock: '
+        f'<p class="hint">{h(await _tally(request, name, 10))} · '
+        f"Versioning: {h(bucket.versioning or 'off')} · Object Lock: "
         f"{'on' if bucket.object_lock else 'off'} · Default encryption: "
         f"{h(_encryption(bucket))}</p>"
     )

@@ -357,6 +357,10 @@ def test_folders_page_through_the_listing_and_search_by_prefix(console, alice_s3
     status, page = me.get("/bucket", name="console-many")
     assert status == 200
     assert _cells(page) == ["📁 many/", "📁 other/", "top <&>.txt"]  # escaped, shown as is
+    # Counted through the listing (the catalog keeps no per-bucket totals).
+    assert "122 objects · 122 B" in page
+    status, page = me.get("/buckets")
+    assert status == 200 and "122 objects · 122 B" in page
     status, page = me.get("/bucket", name="console-many", prefix="many/")
     assert _cells(page) == [f"{n:04}" for n in range(100)]
     after = re.search(r'rel="next" href="([^"]+)"', page)
