@@ -150,7 +150,7 @@ async def _tally(request: web.Request, bucket: str, pages: int) -> str:
         count += len(page.entries)
         total += sum(e.size for e in page.entries)
         if not page.truncated or page.last is None:
-            return f"{count:,} objects · {size(total)}"
+            return f"{count:,} object{'' if count == 1 else 's'} · {size(total)}"
         after = page.last
     return f"over {count:,} objects"
 
