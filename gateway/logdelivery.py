@@ -16,6 +16,7 @@ delivery delay (`--log-delivery-interval`), as AWS delivers them "within a few h
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -29,6 +30,7 @@ from .s3.bucketlog import LoggingConfig, Record
 from .s3.errors import S3Error
 from .s3.middleware import (
     ACL_REQUIRED,
+    BATCH_DELETED,
     BUCKET,
     ERROR_CODE,
     OPERATION,
@@ -84,7 +86,23 @@ class LogDelivery:
         except Exception:  # a record never fails the request it describes
             log.exception("request %s: no access log record", request.get(REQUEST_ID))
             return
-        self.add(bucket, _config(document), bucketlog.format_record(record), record.time_s)
+        config = _config(document)
+        self.add(bucket, config, bucketlog.format_record(record), record.time_s)
+        for key, version_id in request.get(BATCH_DELETED, ()):
+            # LogFormat.html: a DeleteObjects request is logged with one BATCH.DELETE.OBJECT
+            # record per object it deleted, after its own.
+            removed = dataclasses.replace(
+                record,
+                operation="BATCH.DELETE.OBJECT",
+                key=key,
+                request_uri=None,
+                status=204,
+                error_code=None,
+                bytes_sent=0,
+                object_size=None,
+                version_id=version_id,
+            )
+            self.add(bucket, config, bucketlog.format_record(removed), record.time_s)
 
     def add(self, bucket: Bucket, config: LoggingConfig, line: str, at_s: float) -> None:
         batch = self._pending.get(bucket.name)

@@ -237,7 +237,7 @@ class Record:
     request_id: str
     operation: str
     key: str | None
-    request_uri: str  # "METHOD /path?query HTTP/1.1"
+    request_uri: str | None  # "METHOD /path?query HTTP/1.1"; None for a BATCH record
     status: int
     error_code: str | None
     bytes_sent: int

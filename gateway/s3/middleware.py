@@ -61,6 +61,9 @@ REQUESTER = web.RequestKey("requester", str)
 ERROR_CODE = web.RequestKey("error_code", str)
 # Set when only an ACL let the request in (the access log's aclRequired field).
 ACL_REQUIRED = web.RequestKey("acl_required", bool)
+# What a DeleteObjects removed, (key, version id) each: one server access log record per key
+# (BATCH.DELETE.OBJECT) follows the request's own.
+BATCH_DELETED = web.RequestKey("batch_deleted", tuple)
 RECEIVED = web.RequestKey("received", int)
 # The bucket a request names, as the dispatcher found it: its CORS rules shape the answer.
 BUCKET = web.RequestKey("bucket", Bucket)

@@ -135,6 +135,31 @@ def test_records_of_requests_flushed(gateway, s3):
     assert by_op[("REST.DELETE.OBJECT", "dir/a%20b.txt")]["status"] == "204"
 
 
+def test_delete_objects_logs_each_key_it_deleted(gateway, s3):
+    """LogFormat.html: DeleteObjects is one REST.POST.MULTI_OBJECT_DELETE record, then a
+    BATCH.DELETE.OBJECT record for each object it deleted (none for a key it refused)."""
+    s3.create_bucket(Bucket="src-m")
+    s3.create_bucket(Bucket="logs-m")
+    for key in ("one", "two"):
+        s3.put_object(Bucket="src-m", Key=key, Body=b"x")
+    enable(s3, "src-m", "logs-m")
+    answer = s3.delete_objects(
+        Bucket="src-m",
+        Delete={"Objects": [{"Key": "one"}, {"Key": "two"}, {"Key": "bad", "VersionId": "x"}]},
+    )
+    assert len(answer["Deleted"]) == 2 and len(answer["Errors"]) == 1
+    records = parse(s3.get_object(Bucket="logs-m", Key=flush(gateway, "src-m"))["Body"].read())
+    assert [(r["operation"], r["key"]) for r in records] == [
+        ("REST.POST.MULTI_OBJECT_DELETE", "-"),
+        ("BATCH.DELETE.OBJECT", "one"),
+        ("BATCH.DELETE.OBJECT", "two"),
+    ]
+    request_id = answer["ResponseMetadata"]["RequestId"]
+    for batch in records[1:]:
+        assert batch["status"] == "204" and batch["uri"] == "-"
+        assert batch["request_id"] == request_id
+
+
 def test_anonymous_and_presigned_requests(gateway, s3):
     s3.create_bucket(Bucket="src-b")
     s3.create_bucket(Bucket="logs-b")

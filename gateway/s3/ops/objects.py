@@ -30,7 +30,7 @@ from ...store.versions import DeleteMarker, is_version_id
 from .. import checksums, conditions, lifecycle, retention, sse, tagging, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
-from ..middleware import REQUEST_ID
+from ..middleware import BATCH_DELETED, REQUEST_ID
 from ..ranges import parse_range
 
 MAX_USER_METADATA = 2048  # bytes of x-amz-meta-* names and values (AWS: 2 KB)
@@ -590,6 +590,12 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
                 results[at] = _delete_error(key, version, deleted.code, deleted.message or None)
             elif not quiet:
                 results[at] = _deleted(deleted)
+        # Each with the version id the request named (the log's version field).
+        ctx.request[BATCH_DELETED] = tuple(
+            (key, version)
+            for (_, key, version, _), deleted in zip(deletable, done, strict=True)
+            if not isinstance(deleted, StoreError)
+        )
     return web.Response(
         body=xml.render("DeleteResult", [r for r in results if r is not None]),
         content_type="application/xml",
