@@ -32,6 +32,7 @@ from .s3.middleware import (
     ACL_REQUIRED,
     BATCH_DELETED,
     BUCKET,
+    COPY_SOURCE,
     ERROR_CODE,
     OPERATION,
     REQUEST_ID,
@@ -78,6 +79,9 @@ class LogDelivery:
         bucket = request.get(BUCKET)
         if bucket is None:
             return
+        source = request.get(COPY_SOURCE)
+        if source is not None and bucketlog.SETTING in source[0].settings:
+            self._copy_source(request, response, source, sent, seconds)
         document = bucket.settings.get(bucketlog.SETTING)
         if document is None:
             return
@@ -103,6 +107,31 @@ class LogDelivery:
                 version_id=version_id,
             )
             self.add(bucket, config, bucketlog.format_record(removed), record.time_s)
+
+    def _copy_source(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        source: tuple[Bucket, str, str | None],
+        sent: int,
+        seconds: float,
+    ) -> None:
+        """A copy's read of its source, logged in the source bucket (REST.COPY.OBJECT_GET)."""
+        bucket, key, version_id = source
+        try:
+            record = _record(request, response, bucket, sent, seconds)
+        except Exception:
+            log.exception("request %s: no access log record", request.get(REQUEST_ID))
+            return
+        read = dataclasses.replace(
+            record,
+            operation=record.operation + "_GET",
+            key=key,
+            bytes_sent=0,
+            version_id=version_id,
+        )
+        document = bucket.settings[bucketlog.SETTING]
+        self.add(bucket, _config(document), bucketlog.format_record(read), record.time_s)
 
     def add(self, bucket: Bucket, config: LoggingConfig, line: str, at_s: float) -> None:
         batch = self._pending.get(bucket.name)

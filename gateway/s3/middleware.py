@@ -64,6 +64,9 @@ ACL_REQUIRED = web.RequestKey("acl_required", bool)
 # What a DeleteObjects removed, (key, version id) each: one server access log record per key
 # (BATCH.DELETE.OBJECT) follows the request's own.
 BATCH_DELETED = web.RequestKey("batch_deleted", tuple)
+# A copy's source (bucket, key, version id): its bucket's server access log gets the read
+# (REST.COPY.OBJECT_GET, REST.COPY.PART_GET).
+COPY_SOURCE = web.RequestKey("copy_source", tuple)
 RECEIVED = web.RequestKey("received", int)
 # The bucket a request names, as the dispatcher found it: its CORS rules shape the answer.
 BUCKET = web.RequestKey("bucket", Bucket)

@@ -160,6 +160,37 @@ def test_delete_objects_logs_each_key_it_deleted(gateway, s3):
         assert batch["request_id"] == request_id
 
 
+def test_a_copy_is_logged_in_both_buckets(gateway, s3):
+    """A copy is REST.COPY.OBJECT (REST.COPY.PART for UploadPartCopy) in the destination's
+    log, and its read of the source is REST.COPY.OBJECT_GET (PART_GET) in the source's."""
+    for name in ("copy-from", "copy-to", "logs-from", "logs-to"):
+        s3.create_bucket(Bucket=name)
+    s3.put_object(Bucket="copy-from", Key="src", Body=b"x" * 100)
+    enable(s3, "copy-from", "logs-from")
+    enable(s3, "copy-to", "logs-to")
+    source = {"Bucket": "copy-from", "Key": "src"}
+    copied = s3.copy_object(Bucket="copy-to", Key="dst", CopySource=source)
+    upload = s3.create_multipart_upload(Bucket="copy-to", Key="mp")["UploadId"]
+    s3.upload_part_copy(
+        Bucket="copy-to", Key="mp", UploadId=upload, PartNumber=1, CopySource=source
+    )
+    s3.abort_multipart_upload(Bucket="copy-to", Key="mp", UploadId=upload)
+
+    read = parse(s3.get_object(Bucket="logs-from", Key=flush(gateway, "copy-from"))["Body"].read())
+    assert [(r["operation"], r["key"], r["bucket"]) for r in read] == [
+        ("REST.COPY.OBJECT_GET", "src", "copy-from"),
+        ("REST.COPY.PART_GET", "src", "copy-from"),
+    ]
+    assert read[0]["request_id"] == copied["ResponseMetadata"]["RequestId"]
+    written = parse(s3.get_object(Bucket="logs-to", Key=flush(gateway, "copy-to"))["Body"].read())
+    assert [(r["operation"], r["key"]) for r in written] == [
+        ("REST.COPY.OBJECT", "dst"),
+        ("REST.POST.UPLOADS", "mp"),
+        ("REST.COPY.PART", "mp"),
+        ("REST.DELETE.UPLOAD", "mp"),
+    ]
+
+
 def test_anonymous_and_presigned_requests(gateway, s3):
     s3.create_bucket(Bucket="src-b")
     s3.create_bucket(Bucket="logs-b")

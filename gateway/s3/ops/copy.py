@@ -27,6 +27,7 @@ from .. import checksums, conditions, retention, sse, tagging, xml
 from ..authorize import authorize_read, expect_owner, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
+from ..middleware import COPY_SOURCE
 from ..ranges import byte_offset
 from .multipart import checksum_nodes, part_encryption
 from .objects import attrs_from_headers, check_key, check_version_id, part_number
@@ -97,6 +98,7 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
             ) from exc
         raise S3Error("NoSuchKey", Key=ref.key) from exc
     conditions.evaluate(ctx.headers, obj.etag, obj.mtime_ns, prefix=COPY_PREFIX)
+    ctx.request[COPY_SOURCE] = (bucket, ref.key, ref.version_id)
     named = bucket.versioning is not None and obj.version_id != NULL_VERSION
     return obj, ({"x-amz-copy-source-version-id": obj.version_id} if named else {})
 
