@@ -193,9 +193,18 @@ def test_a_failed_body_leaves_no_intent(harness: Harness) -> None:
 
     with pytest.raises(ConnectionResetError):
         h.run(h.store.stage(broken()))
-    for _ in range(200):  # the cleanup runs in the background
+    # The cleanup runs in the background: the file's removal after the write in flight, the
+    # intent's after its own insert commits. Before those land the folder can look clean for
+    # a moment (the insert not yet made, the file not yet created): clean must stay clean.
+    deadline = time.monotonic() + 60
+    clean_since = None
+    while time.monotonic() < deadline:
         if not intents(h) and not files(h.root) - {*_committed(h)} and not tmp_files(h.root):
-            break
+            clean_since = clean_since or time.monotonic()
+            if time.monotonic() - clean_since > 1.0:
+                break
+        else:
+            clean_since = None
         h.run(asyncio.sleep(0.01))
     assert intents(h) == set()
     assert tmp_files(h.root) == set()
