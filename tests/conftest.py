@@ -19,20 +19,37 @@ CATALOGS = ("sqlite", "postgresql")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "catalogs: the module's tests that use `gateway` or `catalog` run once per catalog "
-        "(SQLite and PostgreSQL), on one gateway per catalog for the module",
+        "one_catalog(reason): the module's tests run on the SQLite catalog only (every other "
+        "integration test that uses `gateway` or `catalog` runs once per catalog)",
     )
 
 
+def _catalogs() -> tuple[str, ...]:
+    """The catalogs the integration suite runs on: both, unless S3GW_TEST_CATALOGS names some
+    (`sqlite` for a quick run; `postgresql` to try the PostgreSQL adapter alone)."""
+    wanted = os.environ.get("S3GW_TEST_CATALOGS")
+    if not wanted:
+        return CATALOGS
+    chosen = tuple(c for c in CATALOGS if c in wanted.split(","))
+    if not chosen:
+        raise pytest.UsageError(f"S3GW_TEST_CATALOGS: none of {', '.join(CATALOGS)}")
+    return chosen
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.definition.get_closest_marker("catalogs") is None:
+    # Every integration test that uses the shared gateway, or starts one on `catalog`, runs on
+    # each catalog: the adapters must answer alike. The contract suite parametrizes its own.
+    if "integration" not in metafunc.definition.path.parts:
         return
+    if metafunc.definition.get_closest_marker("one_catalog") is not None:
+        return
+    catalogs = _catalogs()
     # Module scope: pytest groups the module's tests by catalog, so each catalog's gateway is
     # started once for the module, not once per test.
     if "gateway" in metafunc.fixturenames:
-        metafunc.parametrize("gateway", CATALOGS, indirect=True, scope="module")
+        metafunc.parametrize("gateway", catalogs, indirect=True, scope="module")
     elif "catalog" in metafunc.fixturenames:
-        metafunc.parametrize("catalog", CATALOGS, indirect=True)
+        metafunc.parametrize("catalog", catalogs, indirect=True)
 
 
 def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:
@@ -47,8 +64,8 @@ def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:
 def gateway(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    """One gateway shared by the tests that only need a running server (in a module marked
-    `catalogs`: one per catalog, for that module)."""
+    """One gateway shared by the tests that only need a running server: one per catalog for
+    each integration module (the SQLite one for every module marked `one_catalog`)."""
     kind = getattr(request, "param", "sqlite")
     catalog = _catalog_url(request, kind)
     server = GatewayProcess(tmp_path_factory.mktemp(f"gateway-{kind}"), catalog=catalog).start()
@@ -58,8 +75,7 @@ def gateway(
 
 @pytest.fixture
 def catalog(request: pytest.FixtureRequest) -> str | None:
-    """For a test that starts its own gateway: the `--catalog` to give it (None: SQLite, the
-    only one unless the module is marked `catalogs`)."""
+    """For a test that starts its own gateway: the `--catalog` to give it (None: SQLite)."""
     return _catalog_url(request, getattr(request, "param", "sqlite"))
 
 

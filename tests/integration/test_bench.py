@@ -22,15 +22,20 @@ def test_load_generator_puts_then_gets(gateway, bucket, s3):
     put = loadgen.run(gateway.url, loadgen.put_requests(signer, bucket, 4, 8, body), 1.0)
     assert put.errors == {}
     assert put.ops > 0 and put.client_cpu_s > 0
-    expected = {loadgen.small_key(c, n) for c in range(4) for n in range(8)}
+    # Each connection goes round its 8 keys in order, as far as the second allows (a slow
+    # catalog on a loaded machine may not get round them all).
+    allowed = {loadgen.small_key(c, n) for c in range(4) for n in range(8)}
     listed = s3.list_objects_v2(Bucket=bucket)["Contents"]
-    assert {o["Key"] for o in listed} == expected  # each connection went round its 8 keys
+    keys = {o["Key"] for o in listed}
+    assert keys <= allowed
+    for c in range(4):  # every connection wrote its keys from the first, in turn
+        written = sum(loadgen.small_key(c, n) in keys for n in range(8))
+        assert written > 0 and keys >= {loadgen.small_key(c, n) for n in range(written)}
+    assert len(keys) > 4  # and went on past the first
     assert {o["Size"] for o in listed} == {4096}
-    assert s3.get_object(Bucket=bucket, Key=loadgen.small_key(3, 7))["Body"].read() == body
+    assert s3.get_object(Bucket=bucket, Key=max(keys))["Body"].read() == body
 
-    get = loadgen.run(
-        gateway.url, loadgen.get_requests(signer, bucket, sorted(expected), 4), 1.0, 4096
-    )
+    get = loadgen.run(gateway.url, loadgen.get_requests(signer, bucket, sorted(keys), 4), 1.0, 4096)
     assert get.errors == {}
     assert get.ops > 0 and get.percentile_ms(0.5) <= get.percentile_ms(0.99)
 

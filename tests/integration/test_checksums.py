@@ -153,7 +153,7 @@ def test_wrong_checksum_is_bad_digest_and_stores_nothing(s3, bucket, gateway):
     assert exc.value.response["Error"]["Code"] == "BadDigest"
     assert "CRC32" in exc.value.response["Error"]["Message"]
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_malformed_checksum_header(gateway, bucket):
@@ -190,7 +190,7 @@ def test_damaged_aws_chunked_bodies_are_refused(gateway, s3, bucket):
     headers, body = raw.signed_chunked_put(url, chunks, [("x-amz-checksum-crc32", crc32(b"x"))])
     assert raw.send("PUT", url, headers, body).code == "BadDigest"
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_aws_cli_put_object_with_crc32c(gateway, s3, bucket, tmp_path):

@@ -39,10 +39,10 @@ def multipart_put(s3, bucket: str, key: str, parts: list[bytes]) -> str:
 def test_plain_copy_keeps_etag_and_shares_blobs(s3, bucket, gateway):
     data = os.urandom(2 * MIB)
     put = s3.put_object(Bucket=bucket, Key="src", Body=data, Metadata={"m": "1"})
-    before = inspect(gateway.data)
+    before = inspect(gateway.data, gateway.catalog)
     result = s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"})
     assert result["CopyObjectResult"]["ETag"] == put["ETag"]
-    after = inspect(gateway.data)
+    after = inspect(gateway.data, gateway.catalog)
     # No byte written: the copy references the very same blob file.
     assert after.blob_files == before.blob_files
     got = s3.get_object(Bucket=bucket, Key="dst")
@@ -63,25 +63,25 @@ def test_multipart_source_copy_gets_content_md5(s3, bucket, gateway):
     assert second["CopyObjectResult"]["ETag"] == f'"{md5(whole)}"'
     assert s3.get_object(Bucket=bucket, Key="c2")["Body"].read() == whole
     assert s3.head_object(Bucket=bucket, Key="mp")["ETag"] == etag  # source unchanged
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_copy_survives_source_delete_and_overwrite(s3, bucket, gateway):
     data = os.urandom(3 * MIB)
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     s3.put_object(Bucket=bucket, Key="src", Body=data)
-    (blob,) = inspect(gateway.data).blob_files - before
+    (blob,) = inspect(gateway.data, gateway.catalog).blob_files - before
     s3.copy_object(Bucket=bucket, Key="a", CopySource=f"{bucket}/src")
     s3.copy_object(Bucket=bucket, Key="b", CopySource=f"{bucket}/src")
     s3.put_object(Bucket=bucket, Key="src", Body=b"overwritten")
     assert s3.get_object(Bucket=bucket, Key="a")["Body"].read() == data
     s3.delete_object(Bucket=bucket, Key="a")
     assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
-    state = inspect(gateway.data)
+    state = inspect(gateway.data, gateway.catalog)
     state.assert_clean()
     assert state.refs[blob] == 1
     s3.delete_object(Bucket=bucket, Key="b")
-    state = inspect(gateway.data)
+    state = inspect(gateway.data, gateway.catalog)
     assert blob not in state.blob_files  # the last reference gone: the file is gone
     state.assert_clean()
 
@@ -281,11 +281,11 @@ def test_upload_part_copy_invalid_ranges(s3, bucket, copy_range, code):
 def test_upload_part_copy_of_large_source_writes_nothing(s3, bucket, gateway):
     data = os.urandom(12 * MIB)
     s3.put_object(Bucket=bucket, Key="big", Body=data)
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     upload = s3.create_multipart_upload(Bucket=bucket, Key="assembled")["UploadId"]
     e1 = _part_copy(s3, bucket, upload, 1, "big", f"bytes=0-{6 * MIB - 1}")
     e2 = _part_copy(s3, bucket, upload, 2, "big", f"bytes={6 * MIB}-{12 * MIB - 1}")
-    assert inspect(gateway.data).blob_files == before
+    assert inspect(gateway.data, gateway.catalog).blob_files == before
     etag = s3.complete_multipart_upload(
         Bucket=bucket,
         Key="assembled",
@@ -297,8 +297,8 @@ def test_upload_part_copy_of_large_source_writes_nothing(s3, bucket, gateway):
     ).hexdigest()
     assert etag == f'"{expected}-2"'
     assert s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() == data
-    assert inspect(gateway.data).blob_files == before
-    inspect(gateway.data).assert_clean()
+    assert inspect(gateway.data, gateway.catalog).blob_files == before
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_upload_part_copy_conditions(s3, source):

@@ -89,7 +89,7 @@ def test_client_disconnect_mid_body_leaves_nothing(gateway, s3, bucket):
     conn.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        state = inspect(gateway.data)
+        state = inspect(gateway.data, gateway.catalog)
         if not state.tmp_files:
             break
         time.sleep(0.1)

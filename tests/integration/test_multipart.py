@@ -65,7 +65,7 @@ def test_upload_and_copy_parts_read_back_exactly(s3, bucket, gateway):
     assert got["ContentType"] == "video/mp4"
     assert got["Metadata"] == {"origin": "test"}
     assert got["ETag"] == mp_etag([p1, p2, p3])
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_get_part_number(s3, bucket):
@@ -117,7 +117,7 @@ def test_complete_errors(s3, bucket, gateway):
     # None of this touched the upload: it still completes, with unquoted ETags too.
     result = complete(s3, bucket, upload, [(2, big.strip('"'))])
     assert result["ETag"].endswith('-1"')
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_malformed_complete_body(gateway, s3, bucket):
@@ -147,44 +147,44 @@ def test_repeated_complete_answers_the_same(s3, bucket):
 
 
 def test_abort_releases_parts(s3, bucket, gateway):
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     upload = start(s3, bucket)
     put_part(s3, bucket, upload, 1, os.urandom(5 * MIB))
     put_part(s3, bucket, upload, 2, os.urandom(MIB))
-    assert len(inspect(gateway.data).blob_files - before) == 2
+    assert len(inspect(gateway.data, gateway.catalog).blob_files - before) == 2
     s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload)
-    assert inspect(gateway.data).blob_files == before
+    assert inspect(gateway.data, gateway.catalog).blob_files == before
     with pytest.raises(ClientError) as exc:
         s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=upload)
     assert error(exc) == ("NoSuchUpload", 404)
     with pytest.raises(ClientError) as exc:
         put_part(s3, bucket, upload, 3, b"late")
     assert error(exc) == ("NoSuchUpload", 404)
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_resent_part_replaces_and_releases(s3, bucket, gateway):
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     upload = start(s3, bucket)
     put_part(s3, bucket, upload, 1, os.urandom(2 * MIB))
     second = os.urandom(2 * MIB)
     e1 = put_part(s3, bucket, upload, 1, second)
-    assert len(inspect(gateway.data).blob_files - before) == 1
+    assert len(inspect(gateway.data, gateway.catalog).blob_files - before) == 1
     parts = s3.list_parts(Bucket=bucket, Key="mp", UploadId=upload)["Parts"]
     assert [(p["PartNumber"], p["ETag"]) for p in parts] == [(1, e1)]
     complete(s3, bucket, upload, [(1, e1)])
     assert s3.get_object(Bucket=bucket, Key="mp")["Body"].read() == second
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_unused_parts_are_released_on_complete(s3, bucket, gateway):
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     upload = start(s3, bucket)
     e1 = put_part(s3, bucket, upload, 1, os.urandom(2 * MIB))
     put_part(s3, bucket, upload, 2, os.urandom(2 * MIB))
     complete(s3, bucket, upload, [(1, e1)])
-    assert len(inspect(gateway.data).blob_files - before) == 1
-    inspect(gateway.data).assert_clean()
+    assert len(inspect(gateway.data, gateway.catalog).blob_files - before) == 1
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 @pytest.mark.parametrize("number", [0, 10001, -1])
@@ -243,12 +243,12 @@ def test_list_multipart_uploads(s3, bucket):
 
 def test_delete_bucket_drops_pending_uploads(s3, gateway):
     s3.create_bucket(Bucket="pending-uploads")
-    before = inspect(gateway.data).blob_files
+    before = inspect(gateway.data, gateway.catalog).blob_files
     upload = start(s3, "pending-uploads")
     put_part(s3, "pending-uploads", upload, 1, os.urandom(2 * MIB))
     s3.delete_bucket(Bucket="pending-uploads")
-    assert inspect(gateway.data).blob_files == before
-    inspect(gateway.data).assert_clean()
+    assert inspect(gateway.data, gateway.catalog).blob_files == before
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_aws_cli_server_side_copy_of_100_mib(gateway, s3, bucket, tmp_path):

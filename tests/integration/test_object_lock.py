@@ -21,9 +21,6 @@ from tests.server import ACCESS_KEY, GatewayProcess
 UTC = datetime.UTC
 FUTURE = datetime.datetime(2140, 1, 1, tzinfo=UTC)
 _names = itertools.count()
-# Every behaviour on both catalogs (tests/conftest.py); the upgrade of an old SQLite file only
-# on SQLite, as it uses neither fixture.
-pytestmark = pytest.mark.catalogs
 
 
 def error(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:

@@ -131,7 +131,7 @@ def test_overwrite_replaces_and_frees(s3, bucket, gateway):
     s3.put_object(Bucket=bucket, Key="k", Body=os.urandom(300_000))
     s3.put_object(Bucket=bucket, Key="k", Body=b"second")
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"second"
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_delete_object_is_idempotent(s3, bucket, gateway):
@@ -141,7 +141,7 @@ def test_delete_object_is_idempotent(s3, bucket, gateway):
     with pytest.raises(ClientError) as exc:
         s3.get_object(Bucket=bucket, Key="k")
     assert error_code(exc) == "NoSuchKey"
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_no_such_key_and_bucket(s3, bucket):
@@ -178,7 +178,7 @@ def test_bad_digest_stores_nothing(s3, bucket, gateway, size):
     assert error_code(exc) == "BadDigest"
     with pytest.raises(ClientError):
         s3.head_object(Bucket=bucket, Key="k")
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 @pytest.mark.parametrize("value", ["not-base64!", base64.b64encode(b"short").decode()])
@@ -206,7 +206,7 @@ def test_payload_hash_mismatch_stores_nothing(gateway, bucket, size):
     assert reply.status == 400
     assert reply.code == "XAmzContentSHA256Mismatch"
     assert raw.signed("HEAD", url).status == 404
-    inspect(gateway.data).assert_clean()
+    inspect(gateway.data, gateway.catalog).assert_clean()
 
 
 def test_missing_content_length(gateway, bucket):

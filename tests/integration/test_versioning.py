@@ -24,9 +24,6 @@ from tests.server import ACCESS_KEY, GatewayProcess
 MIB = 1 << 20
 # AWS's ids are 32 URL-safe characters; ours too.
 VERSION_ID = re.compile(r"[A-Za-z0-9._-]{32}")
-# Every behaviour on both catalogs (tests/conftest.py); the upgrade of an old SQLite file only
-# on SQLite, as it uses neither fixture.
-pytestmark = pytest.mark.catalogs
 
 
 def error(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, int]:
