@@ -48,6 +48,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # started once for the module, not once per test.
     if "gateway" in metafunc.fixturenames:
         metafunc.parametrize("gateway", catalogs, indirect=True, scope="module")
+    elif "module_catalog" in metafunc.fixturenames:
+        metafunc.parametrize("module_catalog", catalogs, indirect=True, scope="module")
     elif "catalog" in metafunc.fixturenames:
         metafunc.parametrize("catalog", catalogs, indirect=True)
 
@@ -76,6 +78,12 @@ def gateway(
 @pytest.fixture
 def catalog(request: pytest.FixtureRequest) -> str | None:
     """For a test that starts its own gateway: the `--catalog` to give it (None: SQLite)."""
+    return _catalog_url(request, getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="module")
+def module_catalog(request: pytest.FixtureRequest) -> str | None:
+    """`catalog` for a module's own gateway, shared by its tests (one database per module)."""
     return _catalog_url(request, getattr(request, "param", "sqlite"))
 
 

@@ -202,7 +202,7 @@ class World:
         """Wait until no body is being received (tmp/ empty), then check the folder."""
         deadline = time.monotonic() + seconds
         while True:
-            state = inspect(self.server.data)
+            state = inspect(self.server.data, self.server.catalog)
             if not state.tmp_files or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -210,8 +210,9 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    server = GatewayProcess(tmp_path_factory.mktemp("hostile") / "data").start()
+def world(tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None) -> Iterator[World]:
+    data = tmp_path_factory.mktemp("hostile") / "data"
+    server = GatewayProcess(data, catalog=module_catalog).start()
     s3 = server.client()
     s3.create_bucket(Bucket=BUCKET)
     s3.put_object(Bucket=BUCKET, Key="victim", Body=VICTIM)
