@@ -27,8 +27,12 @@ install: $(VENV)/.installed-test
 run: $(VENV)/.installed-run
 	$(BIN)/s3gw serve --data $(DATA) --address $(ADDRESS) --console-address $(CONSOLE_ADDRESS)
 
+# Three test processes, each module whole in one (its gateways are started once per module):
+# the integration tests wait on fsync, on child processes and on PostgreSQL as much as they
+# compute, so a third process still gains on two cores. TEST_PROCESSES=0: one process.
+TEST_PROCESSES ?= 3
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # The crash and concurrency harness in its long form (`make test` runs a short one): many
 # rounds of SIGKILL and restart; each run prints its summary line and the seed that replays it.
