@@ -16,14 +16,6 @@ from tests.server import GatewayProcess
 CATALOGS = ("sqlite", "postgresql")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "one_catalog(reason): the module's tests run on the SQLite catalog only (every other "
-        "integration test that uses `gateway` or `catalog` runs once per catalog)",
-    )
-
-
 def _catalogs() -> tuple[str, ...]:
     """The catalogs the integration suite runs on: both, unless S3GW_TEST_CATALOGS names some
     (`sqlite` for a quick run; `postgresql` to try the PostgreSQL adapter alone)."""
@@ -40,8 +32,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Every integration test that uses the shared gateway, or starts one on `catalog`, runs on
     # each catalog: the adapters must answer alike. The contract suite parametrizes its own.
     if "integration" not in metafunc.definition.path.parts:
-        return
-    if metafunc.definition.get_closest_marker("one_catalog") is not None:
         return
     catalogs = _catalogs()
     # Module scope: pytest groups the module's tests by catalog, so each catalog's gateway is
@@ -67,7 +57,7 @@ def gateway(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     """One gateway shared by the tests that only need a running server: one per catalog for
-    each integration module (the SQLite one for every module marked `one_catalog`)."""
+    each integration module."""
     kind = getattr(request, "param", "sqlite")
     catalog = _catalog_url(request, kind)
     server = GatewayProcess(tmp_path_factory.mktemp(f"gateway-{kind}"), catalog=catalog).start()
