@@ -13,9 +13,11 @@ Interleaving: every server is started once and kept running for the whole run (a
 costs next to nothing; SeaweedFS's heartbeats are the most). For each repeat, for each
 workload, each server runs it in turn (A B C D A B C D ...), so that a slow minute on the shared
 machine falls on every server alike; the table shows medians over the repeats (peak RSS: the
-largest). moto gets the same repeats as the others: the whole run stays near 4 minutes. The
-ceilings (MD5, write with fsync) are measured once per repeat too. Before each step the page
-cache is written back (os.sync, untimed), so that no step pays for the previous one's writes.
+largest). moto gets the same repeats as the others: the whole run stays near 5 minutes on a
+quiet machine (the single-feature configurations add, by their steps, about a minute to the 4
+before them). The ceilings (MD5, write with fsync) are measured once per repeat too. Before
+each step the page cache is written back (os.sync, untimed), so that no step pays for the
+previous one's writes.
 
 Workloads: 4 KiB PUT and GET at concurrency 16 and 64, for `--seconds` each, from the lean
 load generator (loadgen.py) running in this process; one large PUT then GET (`--large-mib`,
