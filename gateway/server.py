@@ -39,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import digest, metrics, tls
+from . import digest, logs, metrics, tls
 from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .console import build_console
@@ -472,7 +472,11 @@ def _worker(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, until ours
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us with SIGTERM
     metrics.use_directory(metrics_dir)
-    _run(settings, _work(settings, listeners, context, ready))
+    try:
+        _run(settings, _work(settings, listeners, context, ready))
+    finally:  # a worker leaves by os._exit: no atexit writes what it holds in memory
+        metrics.TALLY.fold()
+        logs.flush()
 
 
 def _serve_workers(

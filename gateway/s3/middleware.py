@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import metrics
+from .. import logs, metrics
 from ..store import Bucket, StoreError
 from ..store import errors as store_errors
 from . import cors
@@ -23,7 +23,6 @@ from .errors import S3Error
 from .router import Endpoint
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("gateway.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -166,29 +165,23 @@ class S3Middleware:
         )
         sent += request.get(SENT_BY_SENDFILE, 0)
         received = request.get(RECEIVED, 0)
-        metrics.REQUESTS.labels(operation, str(response.status)).inc()
-        metrics.LATENCY.labels(operation).observe(seconds)
-        metrics.BYTES_IN.inc(received)
-        metrics.BYTES_OUT.inc(sent)
+        metrics.TALLY.count(operation, response.status, seconds, received, sent)
         if self.observe is not None:
             self.observe(request, response, sent, seconds)
-        if access_log.isEnabledFor(logging.INFO):
+        if logs.access_enabled():
             target = request.get(TARGET)
-            access_log.info(
-                "%s %s %s %s %d %.1fms",
-                request[REQUEST_ID],
-                operation,
-                request.method,
-                request.raw_path,
-                response.status,
-                seconds * 1000,
-                extra={
-                    "request_id": request[REQUEST_ID],
+            request_id = request[REQUEST_ID]
+            status = response.status
+            logs.access(
+                f"{request_id} {operation} {request.method} {request.raw_path} {status} "
+                f"{seconds * 1000:.1f}ms",
+                {
+                    "request_id": request_id,
                     "user": request.get(USER),
                     "operation": operation,
                     "bucket": target.bucket if target else None,
                     "key": target.key if target else None,
-                    "status": response.status,
+                    "status": status,
                     "bytes_in": received,
                     "bytes_out": sent,
                     "ms": round(seconds * 1000, 2),
