@@ -309,7 +309,7 @@ def _measure_postgres(data: Path, databases: BenchDatabases, repeats: int) -> di
 
     started = time.perf_counter()
     try:
-        migrate(data, url)
+        moved = migrate(data, url).rows
     except StoreError as e:
         return {"failed": f"PostgreSQL: filling the catalog failed: {e}"}
     # The planner's statistics, as a database in service has them (autovacuum would make them
@@ -325,7 +325,7 @@ def _measure_postgres(data: Path, databases: BenchDatabases, repeats: int) -> di
         client.close()
     finally:
         server.stop()
-    return {**result, "filled_s": filled, "server": databases.description}
+    return {**result, "filled_s": filled, "server": databases.description, "moved_rows": moved}
 
 
 def run(args: argparse.Namespace) -> int:

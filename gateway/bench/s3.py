@@ -23,6 +23,13 @@ CopyObject and UploadPartCopy of 1/8/64/256 MiB sources; ListObjectsV2 pages in 
 the server and its worker processes) and read after it (VmHWM, summed over the processes: the
 memory the server took from the machine; the largest single process is in the JSON).
 
+PostgreSQL (issue 15): the gateway on a PostgreSQL catalog, one node and two nodes (two processes
+on one database and one data folder; the load generator's connections take the nodes in turn),
+one worker per node, run the workloads the issue reports (PG_WORKLOADS) beside SQLite's. The
+database is a server of the run's own (gateway/bench/postgres.py, fsync on), or made on the one
+`--catalog-url` names; where there is none, one line says why and their columns are absent.
+Their database's CPU per request and the rows they stored are reported below the table.
+
 Progress goes to stderr, one line per step; stdout gets the table, or JSON with `--json`.
 """
 
