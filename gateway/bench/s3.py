@@ -153,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--servers",
         default=",".join(SERVERS),
         help=f"comma-separated subset of {', '.join(SERVERS)} (gateway: both of its "
-        "configurations; the trivial server always runs)",
+        "configurations; pg: both PostgreSQL ones; the trivial server always runs)",
     )
     parser.add_argument(
         "--catalog-url",
