@@ -305,8 +305,6 @@ def _measure_postgres(data: Path, databases: BenchDatabases, repeats: int) -> di
             problem = str(e)
     if problem is not None:
         return {"skipped": f"PostgreSQL: skipped: {problem}"}
-    import psycopg
-
     started = time.perf_counter()
     try:
         moved = migrate(data, url).rows
@@ -314,8 +312,7 @@ def _measure_postgres(data: Path, databases: BenchDatabases, repeats: int) -> di
         return {"failed": f"PostgreSQL: filling the catalog failed: {e}"}
     # The planner's statistics, as a database in service has them (autovacuum would make them
     # within a minute of the load, perhaps in the middle of the timed pages).
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("ANALYZE")
+    databases.analyze(url)
     filled = time.perf_counter() - started
     print(f"moved the catalog into PostgreSQL in {filled:.1f} s", file=sys.stderr)
     server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}, catalog=url).start()

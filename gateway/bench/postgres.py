@@ -186,6 +186,12 @@ class BenchDatabases:
                 counts[table] = int(row[0]) if row else -1
         return counts
 
+    def analyze(self, url: str) -> None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("ANALYZE")
+
     def cpu_seconds(self) -> float | None:
         """CPU the server of our own has used so far (None for a server elsewhere): its
         processes' and, through the postmaster's cutime, its exited backends'."""
