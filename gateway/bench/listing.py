@@ -9,6 +9,12 @@ should not grow with the bucket: the large/small ratio should be close to 1. Old
 in a table of their own (store/versions.py), so the versioned/small ratio should be close to 1
 too.
 
+The same catalog is then moved into PostgreSQL (`s3gw migrate`'s COPY, one transaction, and an
+ANALYZE) and the same pages are timed through a gateway on it: the 1M/10k ratio there must stay
+below 1.5 too (issue 15). The database is a server of the run's own (as the tests start one,
+fsync on) or made on the server `--catalog-url` names; where PostgreSQL is not installed, its
+rows are skipped with the reason.
+
 The web console's folder page is timed too, against the ListObjectsV2 page it amounts to (a
 prefix, the delimiter `/`, 100 entries) in the large bucket: it lists through the same store
 call, so the console/S3 ratio should be close to 1 whatever the bucket's size.
@@ -20,6 +26,7 @@ import argparse
 import asyncio
 import http.client
 import json
+import os
 import re
 import statistics
 import sys
@@ -30,15 +37,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..store import open_store
+from ..store import StoreError, open_store
 from ..store.api import CatalogTx
+from ..store.migrate import migrate
 from ..store.model import NULL_VERSION, ObjectAttrs, ObjectInfo
 from ..store.versions import ENABLED, new_version_id, seq_of
 from . import loadgen
+from .postgres import ENV_URL, BenchDatabases
 from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 OWNER_KEY = ACCESS_KEY
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+# Issue 15's target, on each catalog: a page in the large bucket / the same in the small one.
+TARGET_RATIO = 1.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="older versions in the versioned bucket (of as many keys as the small one)",
     )
     parser.add_argument("--repeats", type=int, default=15, help="pages timed per case")
+    parser.add_argument(
+        "--catalog-url",
+        default=os.environ.get(ENV_URL),
+        help="a PostgreSQL server (postgresql://user@host:port/db) to make the benchmark's "
+        f"database on ({ENV_URL}; default: start one of the run's own)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -216,17 +233,44 @@ def measure_console(
     return {"s3_ms": s3_ms, "console_ms": console_ms, "ratio": console_ms / s3_ms}
 
 
-def render(result: dict[str, Any], small: int, large: int, versions: int) -> str:
-    lines = [
-        f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys, "
-        f"and {small:,} keys over {versions:,} older versions",
-        f"{'case':<26} {'small':>10} {'large':>10} {'ratio':>7} {'versioned':>12} {'ratio':>7}",
-    ]
-    for r in result["rows"]:
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each case's large/small ratio on each catalog measured, against TARGET_RATIO."""
+    judged = []
+    for catalog, rows in (("SQLite", result["rows"]), ("PostgreSQL", _pg_rows(result))):
+        for r in rows:
+            judged.append(
+                {
+                    "name": f"{catalog} {r['case']}: large / small",
+                    "value": r["ratio"],
+                    "target": f"< {TARGET_RATIO:g}",
+                    "met": r["ratio"] < TARGET_RATIO,
+                }
+            )
+    return judged
+
+
+def _pg_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(result.get("postgresql", {}).get("rows", []))
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    head = f"{'case':<26} {'small':>10} {'large':>10} {'ratio':>7} {'versioned':>12} {'ratio':>7}"
+    lines = [head]
+    for r in rows:
         lines.append(
             f"{r['case']:<26} {r['small_ms']:>7.2f} ms {r['large_ms']:>7.2f} ms {r['ratio']:>7.2f}"
             f" {r['versioned_ms']:>9.2f} ms {r['versioned_ratio']:>7.2f}"
         )
+    return lines
+
+
+def render(result: dict[str, Any], small: int, large: int, versions: int) -> str:
+    lines = [
+        f"ListObjectsV2, one page of 1000, median latency: {small:,} keys vs {large:,} keys, "
+        f"and {small:,} keys over {versions:,} older versions",
+        "SQLite:",
+        *_table(result["rows"]),
+    ]
     c = result.get("console")
     if c is not None:
         lines.append(
@@ -234,31 +278,82 @@ def render(result: dict[str, Any], small: int, large: int, versions: int) -> str
             f"{c['console_ms']:.2f} ms vs ListObjectsV2's same page {c['s3_ms']:.2f} ms, "
             f"ratio {c['ratio']:.2f}"
         )
+    pg = result.get("postgresql", {})
+    if "rows" in pg:
+        lines.append(
+            f"PostgreSQL ({pg['server']}; the same catalog moved in by s3gw migrate in "
+            f"{pg['filled_s']:.1f} s):"
+        )
+        lines += _table(pg["rows"])
+    else:
+        lines.append(pg.get("skipped") or pg.get("failed") or "PostgreSQL: not measured")
+    lines.append("targets:")
+    for t in result["targets"]:
+        verdict = "met" if t["met"] else "NOT met"
+        lines.append(f"  {t['name']}: {t['value']:.2f} (target {t['target']}: {verdict})")
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
-        data = Path(tmp) / "data"
-        fill_for_gateway(
-            data,
-            {"small": args.small, "large": args.large, "versioned": args.small},
-            {"versioned": args.versions},
-        )
-        env = {"S3GW_LOG_LEVEL": "warning", "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0"}
-        server = GatewayProcess(data, env).start()
+def _measure_postgres(data: Path, databases: BenchDatabases, repeats: int) -> dict[str, Any]:
+    """The SQLite catalog of `data` moved into a new PostgreSQL database, and its pages timed
+    through a gateway on it; or why not."""
+    problem = databases.unavailable()
+    if problem is None:
         try:
-            client = loadgen.Client(loadgen.Signer(server.url))
-            result = measure(client, args.repeats)
-            console_url = next(
-                m.group(1) for line in server.log if (m := re.search(r"console on (\S+)", line))
+            url = databases.database()
+        except RuntimeError as e:
+            problem = str(e)
+    if problem is not None:
+        return {"skipped": f"PostgreSQL: skipped: {problem}"}
+    started = time.perf_counter()
+    try:
+        moved = migrate(data, url).rows
+    except StoreError as e:
+        return {"failed": f"PostgreSQL: filling the catalog failed: {e}"}
+    # The planner's statistics, as a database in service has them (autovacuum would make them
+    # within a minute of the load, perhaps in the middle of the timed pages).
+    databases.analyze(url)
+    filled = time.perf_counter() - started
+    print(f"moved the catalog into PostgreSQL in {filled:.1f} s", file=sys.stderr)
+    server = GatewayProcess(data, {"S3GW_LOG_LEVEL": "warning"}, catalog=url).start()
+    try:
+        client = loadgen.Client(loadgen.Signer(server.url))
+        result = measure(client, repeats)
+        client.close()
+    finally:
+        server.stop()
+    return {**result, "filled_s": filled, "server": databases.description, "moved_rows": moved}
+
+
+def run(args: argparse.Namespace) -> int:
+    databases = BenchDatabases(args.catalog_url)
+    try:
+        with tempfile.TemporaryDirectory(prefix="s3gw-bench-") as tmp:
+            data = Path(tmp) / "data"
+            fill_for_gateway(
+                data,
+                {"small": args.small, "large": args.large, "versioned": args.small},
+                {"versioned": args.versions},
             )
-            console = ConsoleSession(console_url)
-            result["console"] = measure_console(client, console, args.repeats)
-            console.conn.close()
-            client.close()
-        finally:
-            server.stop()
+            env = {"S3GW_LOG_LEVEL": "warning", "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0"}
+            server = GatewayProcess(data, env).start()
+            try:
+                client = loadgen.Client(loadgen.Signer(server.url))
+                result = measure(client, args.repeats)
+                console_url = next(
+                    m.group(1) for line in server.log if (m := re.search(r"console on (\S+)", line))
+                )
+                console = ConsoleSession(console_url)
+                result["console"] = measure_console(client, console, args.repeats)
+                console.conn.close()
+                client.close()
+            finally:
+                server.stop()
+            # After the SQLite gateway has stopped: the move needs the folder to itself.
+            result["postgresql"] = _measure_postgres(data, databases, args.repeats)
+    finally:
+        databases.close()
+    result["targets"] = targets(result)
     print(
         json.dumps(result, indent=2)
         if args.json

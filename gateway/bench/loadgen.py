@@ -139,8 +139,6 @@ class Result:
 
 @dataclass
 class _Run:
-    host: str
-    port: int
     expect_length: int | None
     deadline: float = float("inf")
     latencies: list[float] = field(default_factory=list)
@@ -177,8 +175,16 @@ _HEAD, _LENGTH, _CHUNKED, _UNTIL_CLOSE = range(4)
 class _Connection(asyncio.Protocol):
     """One kept-alive connection sending its requests in turn, one at a time."""
 
-    def __init__(self, run: _Run, requests: Sequence[bytes], first: int, remaining: float) -> None:
+    def __init__(
+        self,
+        run: _Run,
+        address: tuple[str, int],
+        requests: Sequence[bytes],
+        first: int,
+        remaining: float,
+    ) -> None:
         self.run = run
+        self.address = address
         self.requests = requests
         self.next = first
         self.remaining = remaining  # requests still to send (inf: until the deadline)
@@ -297,7 +303,9 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
         task = asyncio.ensure_future(
-            _connect(self.run, self.requests, self.next, self.remaining, reconnect=True)
+            _connect(
+                self.run, self.address, self.requests, self.next, self.remaining, reconnect=True
+            )
         )
         self.run.tasks.add(task)
         task.add_done_callback(self.run.tasks.discard)
@@ -335,7 +343,12 @@ def _chunked_length(data: bytes) -> int | None:
 
 
 async def _connect(
-    run: _Run, requests: Sequence[bytes], first: int, remaining: float, reconnect: bool = False
+    run: _Run,
+    address: tuple[str, int],
+    requests: Sequence[bytes],
+    first: int,
+    remaining: float,
+    reconnect: bool = False,
 ) -> _Connection | None:
     """A new connection (a reconnection sends its next request at once); None once the run is
     over or the server has refused connections for CONNECT_TIMEOUT_S."""
@@ -344,7 +357,7 @@ async def _connect(
     while True:
         try:
             _, connection = await loop.create_connection(
-                lambda: _Connection(run, requests, first, remaining), run.host, run.port
+                lambda: _Connection(run, address, requests, first, remaining), *address
             )
         except OSError:
             now = time.perf_counter()
@@ -361,20 +374,20 @@ async def _connect(
 
 
 async def _run(
-    host: str,
-    port: int,
+    addresses: Sequence[tuple[str, int]],
     connections: Sequence[Sequence[bytes]],
     seconds: float | None,
     expect_length: int | None,
 ) -> Result:
-    run = _Run(host, port, expect_length)
+    run = _Run(expect_length)
     if not connections:
         return Result(0.0, [], {}, 0.0)
     run.finished = asyncio.get_running_loop().create_future()
     opened = []
-    for requests in connections:  # every connection is open before the clock starts
+    for i, requests in enumerate(connections):  # every one is open before the clock starts
         remaining = float("inf") if seconds is not None else len(requests)
-        connection = await _connect(run, requests, 0, remaining)
+        host, port = address = addresses[i % len(addresses)]
+        connection = await _connect(run, address, requests, 0, remaining)
         if connection is None:
             raise ConnectionError(f"cannot connect to {host}:{port}")
         opened.append(connection)
@@ -397,18 +410,19 @@ async def _run(
 
 
 def run(
-    endpoint: str,
+    endpoint: str | Sequence[str],
     connections: Sequence[Sequence[bytes]],
     seconds: float | None,
     expect_length: int | None = None,
 ) -> Result:
     """Send each connection's requests in turn (cycling) for `seconds`, or each once (None).
 
+    `endpoint`: one URL, or the URLs of several nodes of one cluster, which the connections
+    take in turn (a request signed for one node's Host is valid on any node).
     `expect_length`: the body length every 2xx response must have (GETs)."""
-    parts = urlsplit(endpoint)
-    return asyncio.run(
-        _run(parts.hostname or "127.0.0.1", parts.port or 80, connections, seconds, expect_length)
-    )
+    urls = [endpoint] if isinstance(endpoint, str) else endpoint
+    addresses = [(u.hostname or "127.0.0.1", u.port or 80) for u in map(urlsplit, urls)]
+    return asyncio.run(_run(addresses, connections, seconds, expect_length))
 
 
 # --- small-object workloads -------------------------------------------------------------------

@@ -28,6 +28,13 @@ CopyObject and UploadPartCopy of 1/8/64/256 MiB sources; ListObjectsV2 pages in 
 the server and its worker processes) and read after it (VmHWM, summed over the processes: the
 memory the server took from the machine; the largest single process is in the JSON).
 
+PostgreSQL (issue 15): the gateway on a PostgreSQL catalog, one node and two nodes (two processes
+on one database and one data folder; the load generator's connections take the nodes in turn),
+one worker per node, run the workloads the issue reports (PG_WORKLOADS) beside SQLite's. The
+database is a server of the run's own (gateway/bench/postgres.py, fsync on), or made on the one
+`--catalog-url` names; where there is none, one line says why and their columns are absent.
+Their database's CPU per request and the rows they stored are reported below the table.
+
 Progress goes to stderr, one line per step; stdout gets the table, or JSON with `--json`.
 """
 
@@ -57,7 +64,8 @@ from typing import Any
 from urllib.parse import quote
 
 from . import ceilings, loadgen
-from .process import ACCESS_KEY, SECRET_KEY
+from .postgres import BenchDatabases
+from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -66,6 +74,7 @@ MIB = 1024 * KIB
 # gateway_sse_s3: one worker whose buckets encrypt every object with SSE-S3 (their default
 # encryption), beside gateway_1_worker's plain objects. The SMALL_ONLY configurations, one
 # worker each, run the 4 KiB c64 workloads only: what one feature costs per small request.
+# gateway_pg_1_node, gateway_pg_2_nodes: the catalog in PostgreSQL (PG_NODES below).
 SERVERS = (
     "gateway_1_worker",
     "gateway_2_workers",
@@ -73,6 +82,8 @@ SERVERS = (
     "gateway_policy",
     "gateway_versioned",
     "gateway_log_off",
+    "gateway_pg_1_node",
+    "gateway_pg_2_nodes",
     "SeaweedFS",
     "moto",
 )
@@ -88,6 +99,8 @@ LABELS = {
     "gateway_policy": "gw policy",
     "gateway_versioned": "gw versioned",
     "gateway_log_off": "gw log off",
+    "gateway_pg_1_node": "PG 1 node",
+    "gateway_pg_2_nodes": "PG 2 nodes",
     "SeaweedFS": "SeaweedFS",
     "moto": "moto",
     TRIVIAL: "trivial",
@@ -120,6 +133,17 @@ WORKLOADS = (
 )
 TRIVIAL_WORKLOADS = (*SMALL, "large_put", "large_get")
 SMALL_ONLY_WORKLOADS = ("put_c64", "get_c64")
+# Issue 15: the gateway on a PostgreSQL catalog, one node, and two nodes (two processes on one
+# database and one data folder, the load generator's connections spread over both); each node
+# has one worker, like gateway_1_worker on SQLite beside them. They run what the issue reports.
+PG_NODES = {"gateway_pg_1_node": 1, "gateway_pg_2_nodes": 2}
+PG_WORKLOADS = ("put_c64", "get_c64", "large_put", "copy")
+# The servers that run only some of the workloads (the others run them all).
+ONLY = {
+    TRIVIAL: TRIVIAL_WORKLOADS,
+    **dict.fromkeys(SMALL_ONLY, SMALL_ONLY_WORKLOADS),
+    **dict.fromkeys(PG_NODES, PG_WORKLOADS),
+}
 
 # The issue's targets. Issue 20: 2x SeaweedFS's small PUTs and GETs, 1.6x from a second
 # worker, server CPU per small request within 3x (PUT) and 2.5x (GET) the trivial server's;
@@ -141,6 +165,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     # Issue 18: encryption's cost.
     "sse_large_put_vs_ceiling": (">=", 0.8),
     "sse_put_c64_vs_plain": (">=", 0.85),
+    # Issue 15: the PostgreSQL catalog.
+    "pg_copy_object_largest_vs_1mib": ("<", 1.5),
+    "pg_put_c64_vs_sqlite": (">=", 0.5),
 }
 
 
@@ -152,7 +179,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--servers",
         default=",".join(SERVERS),
         help=f"comma-separated subset of {', '.join(SERVERS)} (gateway: both of its "
-        "configurations; the trivial server always runs)",
+        "configurations; pg: both PostgreSQL ones; the trivial server always runs)",
+    )
+    parser.add_argument(
+        "--catalog-url",
+        default=os.environ.get("S3GW_BENCH_CATALOG"),
+        help="a PostgreSQL server (postgresql://user@host:port/db) to make the PostgreSQL "
+        "configurations' databases on (S3GW_BENCH_CATALOG; default: start one of the run's own)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -173,6 +206,9 @@ class Server:
         self.pid = pid
         self.stop = stop
         self.signer = loadgen.Signer(endpoint)
+        self.endpoints = [endpoint]  # the 4 KiB workloads' connections take them in turn
+        self.pids = [pid]
+        self.database_cpu: Callable[[], float | None] = lambda: None
         self._built: dict[str, tuple[float, list[list[bytes]]]] = {}
 
     def bucket(self, workload: str, method: str = "PUT") -> str:
@@ -192,7 +228,7 @@ class Server:
 
     def processes(self) -> list[int]:
         """The server's process and its descendants (the gateway's workers)."""
-        found, todo = [], [self.pid]
+        found, todo = [], list(self.pids)
         while todo:
             pid = todo.pop()
             found.append(pid)
@@ -425,6 +461,106 @@ def _configure_buckets(server: Server) -> None:
     client.close()
 
 
+# --- PostgreSQL configurations (issue 15) ------------------------------------------------------
+
+
+def _start_pg(name: str, folder: Path, bench: Bench) -> Server | str:
+    """PG_NODES[name] gateway nodes on a new database and one data folder (the first starts
+    alone and sweeps, as a cluster's first node does); or the line that says why not."""
+    problem = bench.postgres.unavailable()
+    if problem is not None:
+        return f"PostgreSQL configurations ({', '.join(PG_NODES)}): skipped: {problem}"
+    try:
+        url = bench.postgres.database()
+    except RuntimeError as e:
+        return f"PostgreSQL configurations ({', '.join(PG_NODES)}): skipped: {e}"
+    env = {"S3GW_LOG_LEVEL": "warning", "S3GW_WORKERS": "1"}
+    nodes: list[GatewayProcess] = []
+
+    def stop() -> None:
+        # What the run stored, counted before the nodes go: the JSON's proof that they wrote.
+        with contextlib.suppress(Exception):
+            bench.postgres.rows[name] = bench.postgres.count_rows(url)
+        for node in nodes:
+            node.stop()
+
+    try:
+        for _ in range(PG_NODES[name]):
+            nodes.append(GatewayProcess(folder / "data", env, catalog=url).start())
+    except RuntimeError as e:
+        stop()
+        last = str(e).strip().splitlines()[-1]
+        return f"{name}: skipped: did not start: {last}"
+    pids = [node.proc.pid for node in nodes if node.proc is not None]
+    server = Server(name, nodes[0].url, pids[0], stop)
+    server.endpoints = [node.url for node in nodes]
+    server.pids = pids
+    server.database_cpu = bench.postgres.cpu_seconds
+    try:
+        _create_buckets(server, seconds=10)
+    except StepError:
+        server.stop()
+        raise
+    return server
+
+
+def _postgres_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets on PostgreSQL: copies O(1), small PUTs at least half SQLite's."""
+    ratios = []
+    sizes = result["config"]["copy_sizes_mib"]
+    lo, hi = min(sizes), max(sizes)
+    for name in PG_NODES:
+        if "workloads" not in result["servers"].get(name, {}):
+            continue
+        copies = _workload(result, name, "copy")
+        ratios.append(
+            _ratio(
+                f"CopyObject {hi} MiB / {lo} MiB latency gateway({LABELS[name]})",
+                "pg_copy_object_largest_vs_1mib",
+                copies.get(f"copy_object_{hi}mib_ms"),
+                copies.get(f"copy_object_{lo}mib_ms"),
+            )
+        )
+    if "workloads" in result["servers"].get("gateway_pg_1_node", {}):
+        ratios.append(
+            _ratio(
+                "4 KiB PUT c64 gateway(PG 1 node) / gateway(1w) SQLite ops/s",
+                "pg_put_c64_vs_sqlite",
+                _workload(result, "gateway_pg_1_node", "put_c64").get("ops_per_s"),
+                _workload(result, "gateway_1_worker", "put_c64").get("ops_per_s"),
+                "one node, one worker each",
+            )
+        )
+    return ratios
+
+
+def _postgres_lines(result: dict[str, Any]) -> list[str]:
+    """The database's share of the work, and two nodes against one (no target: the machine's
+    two cores also run the database)."""
+    present = [n for n in PG_NODES if "workloads" in result["servers"].get(n, {})]
+    if not present:
+        return []
+    lines = [f"PostgreSQL configurations, on {result['postgres']['server']}:"]
+    for name in present:
+        cells = []
+        for workload in ("put_c64", "get_c64"):
+            w = _workload(result, name, workload)
+            if w.get("database_cpu_us_per_op") is not None:
+                cells.append(f"{workload} {w['database_cpu_us_per_op']:.0f}")
+        if cells:
+            lines.append(f"  {LABELS[name]}: database CPU us/request: {', '.join(cells)}")
+        rows = result["postgres"]["rows"].get(name)
+        if rows:
+            counted = ", ".join(f"{n:,} {table}" for table, n in rows.items())
+            lines.append(f"  {LABELS[name]}: rows at the end: {counted}")
+    for workload in ("put_c64", "get_c64"):
+        one = _workload(result, "gateway_pg_1_node", workload).get("ops_per_s")
+        two = _workload(result, "gateway_pg_2_nodes", workload).get("ops_per_s")
+        if one and two:
+            lines.append(f"  {workload} 2 nodes / 1 node ops/s: {two / one:.2f}")
+    return lines
+
+
 # --- workloads ---------------------------------------------------------------------------------
 
 
@@ -436,6 +572,7 @@ class Bench:
     repeats: int
     large_mib: int
     root: Path
+    postgres: BenchDatabases = field(default_factory=BenchDatabases)
     block: bytes = field(default_factory=lambda: os.urandom(MIB))
     small_body: bytes = field(default_factory=lambda: os.urandom(SMALL_BODY))
     samples: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
@@ -468,13 +605,16 @@ def _small(bench: Bench, server: Server, workload: str) -> dict[str, Any]:
         return loadgen.get_requests(server.signer, bucket, keys, concurrency)
 
     requests = server.requests(workload, build)
-    cpu = server.cpu_seconds()
+    cpu, database_cpu = server.cpu_seconds(), server.database_cpu()
     result = loadgen.run(
-        server.endpoint, requests, bench.seconds, SMALL_BODY if method == "GET" else None
+        server.endpoints, requests, bench.seconds, SMALL_BODY if method == "GET" else None
     )
     server_cpu = server.cpu_seconds() - cpu
     out = result.summary()
     out["server_cpu_us_per_op"] = server_cpu / max(1, result.ops + result.error_count) * 1e6
+    if database_cpu is not None:
+        database_cpu = (server.database_cpu() or 0.0) - database_cpu
+        out["database_cpu_us_per_op"] = database_cpu / max(1, result.ops + result.error_count) * 1e6
     return out
 
 
@@ -669,10 +809,12 @@ def _put_all(server: Server, bucket: str, keys: list[str], body: bytes) -> None:
 def _setup(bench: Bench, server: Server) -> None:
     """What the workloads read: the objects the GETs fetch, the listing's keys, copy sources."""
     _put_all(server, "bench", [f"get-{i:03d}" for i in range(GET_KEYS)], bench.small_body)
-    if server.name in SMALL_ONLY:  # the 4 KiB workloads need nothing more
+    workloads = ONLY.get(server.name, WORKLOADS)
+    if "list" in workloads:
+        keys = [f"dir{i % LIST_DIRS:02d}/object-{i:05d}" for i in range(LIST_KEYS)]
+        _put_all(server, "bench-list", keys, b"")
+    if "copy" not in workloads:
         return
-    keys = [f"dir{i % LIST_DIRS:02d}/object-{i:05d}" for i in range(LIST_KEYS)]
-    _put_all(server, "bench-list", keys, b"")
     client = loadgen.Client(server.signer)
     for size in bench.copy_sizes:
         response = client.request("PUT", f"/bench/copy-source-{size}", bench.block, repeat=size)
@@ -743,12 +885,6 @@ class Progress:
         print(f" {outcome} ({time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
 
 
-def _workloads_of(name: str) -> tuple[str, ...]:
-    if name == TRIVIAL:
-        return TRIVIAL_WORKLOADS
-    return SMALL_ONLY_WORKLOADS if name in SMALL_ONLY else WORKLOADS
-
-
 def _plan(names: list[str], repeats: int) -> list[tuple[int, str, str]]:
     """(repeat, workload, server) in the order they run: every server in turn per workload."""
     steps = []
@@ -756,7 +892,7 @@ def _plan(names: list[str], repeats: int) -> list[tuple[int, str, str]]:
         steps.append((repeat, "ceilings", ""))
         for workload in WORKLOADS:
             for name in [*names, TRIVIAL]:
-                if workload in _workloads_of(name):
+                if workload in ONLY.get(name, WORKLOADS):
                     steps.append((repeat, workload, name))
     return steps
 
@@ -768,6 +904,8 @@ def _start(name: str, folder: Path, bench: Bench) -> Server | str:
         trivial = ceilings.TrivialServer(folder / "large").start()
         assert trivial.proc is not None
         return Server(TRIVIAL, trivial.url, trivial.proc.pid, trivial.stop)
+    if name in PG_NODES:
+        return _start_pg(name, folder, bench)
     if name.startswith("gateway"):
         try:
             server = _start_gateway(name, 2 if name == "gateway_2_workers" else 1, folder)
@@ -783,10 +921,16 @@ def _start(name: str, folder: Path, bench: Bench) -> Server | str:
     return _start_peer(name, folder)
 
 
-def measure(names: list[str], seconds: float, repeats: int, large_mib: int) -> dict[str, Any]:
+def measure(
+    names: list[str],
+    seconds: float,
+    repeats: int,
+    large_mib: int,
+    catalog_url: str | None = None,
+) -> dict[str, Any]:
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="s3gw-bench-s3-"))
-    bench = Bench(seconds, repeats, large_mib, root)
+    bench = Bench(seconds, repeats, large_mib, root, BenchDatabases(catalog_url))
     servers: dict[str, Server] = {}
     skipped: dict[str, str] = {}
     steps = _plan(names, repeats)
@@ -846,6 +990,7 @@ def measure(names: list[str], seconds: float, repeats: int, large_mib: int) -> d
             thread.start()
         for thread in stopping:
             thread.join()
+        bench.postgres.close()
         shutil.rmtree(root, ignore_errors=True)
     return _summarise(bench, names, skipped, time.monotonic() - started)
 
@@ -912,7 +1057,8 @@ def _summarise(
         "load_generator": _load_generator(servers),
     }
     result["load_average"] = bench.load_average
-    result["ratios"] = _ratios(result)
+    result["postgres"] = {"server": bench.postgres.description, "rows": bench.postgres.rows}
+    result["ratios"] = _ratios(result) + _postgres_ratios(result)
     result["errors"] = _errors(servers)
     return result
 
@@ -1198,7 +1344,8 @@ def render(result: dict[str, Any]) -> str:
     ]
     if "load_average" in result:
         lines.append("  load average before the run: " + result["load_average"])
-    lines += [f"  {s['skipped']}" for s in result["servers"].values() if "skipped" in s]
+    skipped = [s["skipped"] for s in result["servers"].values() if "skipped" in s]
+    lines += [f"  {line}" for line in dict.fromkeys(skipped)]  # PostgreSQL's: once for both
     lines.append(" " * label_width + "".join(f"{LABELS[n]:>{width}}" for n in names))
 
     def row(label: str, cell: Callable[[dict[str, Any]], str]) -> None:
@@ -1309,6 +1456,7 @@ def render(result: dict[str, Any]) -> str:
                 f"  {name} closes the connection after its responses (Connection: close): the "
                 "load generator reconnected for each request there, hence its CPU"
             )
+    lines += _postgres_lines(result)
     lines.append("ratios measured in this run:")
     for r in result["ratios"]:
         value = "n/a" if r["value"] is None else f"{r['value']:.2f}"
@@ -1328,12 +1476,14 @@ def run(args: argparse.Namespace) -> int:
     if "gateway" in wanted:  # both of its configurations
         wanted |= {"gateway_1_worker", "gateway_2_workers"}
         wanted.discard("gateway")
+    if "pg" in wanted:  # both PostgreSQL configurations
+        wanted = (wanted - {"pg"}) | set(PG_NODES)
     unknown = wanted - {n.lower() for n in SERVERS}
     if unknown:
         choices = ", ".join(["gateway", *SERVERS])
         print(f"unknown server(s) {sorted(unknown)}; choose from {choices}", file=sys.stderr)
         return 2
     names = [n for n in SERVERS if n.lower() in wanted]
-    result = measure(names, args.seconds, args.repeats, args.large_mib)
+    result = measure(names, args.seconds, args.repeats, args.large_mib, args.catalog_url)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0

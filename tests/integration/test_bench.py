@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.bench import loadgen, s3
+from gateway.bench.postgres import unavailable_reason
 
 
 def test_load_generator_puts_then_gets(gateway, bucket, s3):
@@ -93,13 +94,128 @@ def test_load_generator_reads_chunked_bodies_and_reconnects(framings):
     assert result.ops > 2 and result.reconnects > 0
 
 
-def test_bench_s3_json_end_to_end():
+class _Counting(socketserver.StreamRequestHandler):
+    """Answers every request with an empty 200, counting them per server."""
+
+    def handle(self) -> None:
+        while self.rfile.readline():
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            self.server.answered += 1  # type: ignore[attr-defined]
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_load_generator_spreads_connections_over_endpoints():
+    servers = []
+    for _ in range(2):
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Counting)
+        server.daemon_threads = True
+        server.answered = 0  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in servers]
+    request = b"GET /b/k HTTP/1.1\r\nHost: test\r\n\r\n"
+    try:
+        # 4 connections of 5 requests each, sent once: 2 connections (10 requests) per server.
+        result = loadgen.run(urls, [[request] * 5 for _ in range(4)], None)
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert result.errors == {} and result.ops == 20
+    assert [s.answered for s in servers] == [10, 10]  # type: ignore[attr-defined]
+
+
+def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`s3gw bench ARGS` in a process of its own, which must succeed."""
     out = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", "s3", "--servers", "gateway_1_worker",
-         "--seconds", "0.3", "--repeats", "1", "--large-mib", "8", "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "gateway", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def _needs_postgres() -> None:
+    """Skip where PostgreSQL is not installed, except in CI (as the `postgres` fixture)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs PostgreSQL: {reason}")
+        pytest.skip(reason)
+
+
+def test_bench_s3_postgres_columns():
+    _needs_postgres()
+    out = _bench(
+        "s3", "--servers", "gateway_1_worker,pg", "--seconds", "0.3", "--repeats", "1",
+        "--large-mib", "8", "--json", timeout=600,
+    )  # fmt: skip
+    result = json.loads(out.stdout)
+    assert result["errors"] == []
+    assert "fsync on" in result["postgres"]["server"]
+    for name in s3.PG_NODES:
+        workloads = result["servers"][name]["workloads"]
+        assert set(workloads) == set(s3.PG_WORKLOADS)
+        for workload in ("put_c64", "get_c64"):
+            assert workloads[workload]["ops_per_s"] > 0
+            assert workloads[workload]["errors"] == {}
+            assert workloads[workload]["database_cpu_us_per_op"] > 0
+        assert workloads["large_put"]["mib_s"] > 0
+        assert workloads["copy"]["copy_object_1mib_ms"] > 0
+        assert workloads["copy"]["copy_object_8mib_ms"] > 0
+        # What the configuration stored, counted in its database: the 64 objects the GETs
+        # read, the copy sources of 1 and 8 MiB and their copies, the large object, and the
+        # 4 KiB PUTs' keys; the bodies over 64 KiB in blob files of their own.
+        rows = result["postgres"]["rows"][name]
+        assert rows["buckets"] == 2
+        assert rows["objects"] > s3.GET_KEYS + 2 + 2 + 1
+        assert rows["blobs"] >= 3
+    targets = {r["key"]: r for r in result["ratios"]}
+    for key in ("pg_copy_object_largest_vs_1mib", "pg_put_c64_vs_sqlite"):
+        assert targets[key]["value"] > 0 and targets[key]["met"] in (True, False)
+    copies = [r for r in result["ratios"] if r["key"] == "pg_copy_object_largest_vs_1mib"]
+    assert len(copies) == 2  # one node and two nodes
+
+
+def test_bench_s3_postgres_unreachable_is_skipped_not_faked():
+    out = _bench(
+        "s3", "--servers", "pg", "--seconds", "0.2", "--repeats", "1", "--large-mib", "2",
+        "--catalog-url", "postgresql://nobody@127.0.0.1:1/none", timeout=300,
+    )  # fmt: skip
+    skipped = [line for line in out.stdout.splitlines() if "skipped" in line]
+    assert len(skipped) == 1, out.stdout  # one line for both configurations
+    assert "gateway_pg_1_node, gateway_pg_2_nodes" in skipped[0]
+    assert "PG 1 node" not in out.stdout  # no column
+
+
+def test_bench_list_postgres_rows():
+    _needs_postgres()
+    out = _bench(
+        "list", "--small", "100", "--large", "10000", "--versions", "1000", "--repeats", "1",
+        "--json", timeout=600,
+    )  # fmt: skip
+    result = json.loads(out.stdout)
+    pg = result["postgresql"]
+    # Every row of the SQLite catalog moved into PostgreSQL before the pages were timed.
+    assert pg["moved_rows"]["objects"] == 100 + 10_000 + 100
+    assert pg["moved_rows"]["versions"] == 1000
+    cases = [r["case"] for r in result["rows"]]
+    assert [r["case"] for r in pg["rows"]] == cases
+    assert all(r["small_ms"] > 0 and r["large_ms"] > 0 for r in pg["rows"])
+    judged = [t["name"] for t in result["targets"]]
+    assert judged == [
+        f"{c} {case}: large / small" for c in ("SQLite", "PostgreSQL") for case in cases
+    ]
+
+
+def test_bench_s3_json_end_to_end():
+    out = _bench(
+        "s3", "--servers", "gateway_1_worker", "--seconds", "0.3", "--repeats", "1",
+        "--large-mib", "8", "--json", timeout=120,
+    )  # fmt: skip
     result = json.loads(out.stdout)
     assert set(result) >= {"config", "servers", "ceilings", "load_generator", "ratios", "errors"}
     assert result["errors"] == []
@@ -112,12 +228,7 @@ def test_bench_s3_json_end_to_end():
 
 
 def test_bench_copy_json_end_to_end():
-    out = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", "copy", "--sizes", "1,2", "--repeats", "1",
-         "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    out = _bench("copy", "--sizes", "1,2", "--repeats", "1", "--json", timeout=120)
     result = json.loads(out.stdout)
     assert [r["size_mib"] for r in result["rows"]] == [1, 2]
     assert all(r["copy_object_ms"] > 0 and r["upload_part_copy_ms"] > 0 for r in result["rows"])

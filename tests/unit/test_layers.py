@@ -97,7 +97,7 @@ def test_the_modules_were_read() -> None:
         ("gateway.users", ("gateway.s3",), ()),
         # SQL to SQLite, and to PostgreSQL, is spoken in its adapter only.
         ("gateway", ("sqlite3",), ("gateway.store.sqlite.*",)),
-        ("gateway", ("psycopg",), ("gateway.store.postgres.*",)),
+        ("gateway", ("psycopg",), ("gateway.store.postgres.*", "gateway.bench.postgres")),
         # Only the composition root (gateway.store's open_store) picks the catalog adapter.
         ("gateway", ("gateway.store.sqlite",), ("gateway.store.sqlite.*", "gateway.store")),
         ("gateway", ("gateway.store.postgres",), ("gateway.store.postgres.*", "gateway.store")),
