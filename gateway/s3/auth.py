@@ -19,7 +19,7 @@ import hmac
 import itertools
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote, unquote_to_bytes
@@ -98,7 +98,8 @@ class AuthResult:
     scope: str  # "20130524/us-east-1/s3/aws4_request"
 
 
-@dataclass(frozen=True)
+# eq=False: there are two, compared by identity, and hashed cheaply as cache keys.
+@dataclass(frozen=True, eq=False)
 class _Dialect:
     """How malformed credentials are reported: header and query auth use different codes."""
 
@@ -452,35 +453,23 @@ class Authenticator:
             user.secret_key, credential.date, credential.region, credential.service
         )
         canonical_headers, missing = _canonical_headers(headers, claim.signed_headers)
-        tail = "\n".join((canonical_headers, ";".join(claim.signed_headers), claim.payload_hash))
+        tail = f"{canonical_headers}\n{';'.join(claim.signed_headers)}\n{claim.payload_hash}"
         provided = _wire_bytes(claim.signature)
+        # Both lines of the string to sign before the hash are the same for every form.
+        head = f"{ALGORITHM}\n{claim.amz_date}\n{credential.scope}\n"
 
-        # AWS's canonical form first; then the path and query exactly as sent, because some
-        # clients sign what they send (botocore signs its URL's path and query verbatim) and
-        # encode differently from UriEncode, e.g. keep "%2F" in a key or "/" in a query value.
-        # The second form still covers every byte the server will interpret.
-        forms = [
-            (_canonical_uri(request.raw_path), _canonical_query(params, claim.excluded_param)),
-            (request.raw_path or "/", _verbatim_query(params, claim.excluded_param)),
-        ]
         attempts: list[tuple[str, str]] = []
-        for uri, query in forms:
+        for uri, query in _forms(request.raw_path, params, claim.excluded_param):
             canonical_request = f"{request.method}\n{uri}\n{query}\n{tail}"
             if attempts and attempts[0][0] == canonical_request:
                 continue
-            string_to_sign = "\n".join(
-                (
-                    ALGORITHM,
-                    claim.amz_date,
-                    credential.scope,
-                    hashlib.sha256(_wire_bytes(canonical_request)).hexdigest(),
-                )
-            )
+            string_to_sign = head + hashlib.sha256(_wire_bytes(canonical_request)).hexdigest()
             attempts.append((canonical_request, string_to_sign))
             if missing:
                 # A signed header the request lacks can never verify; report AWS's form only.
                 break
-            expected = hmac.new(signing_key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+            # hmac.digest: one call into OpenSSL, without an HMAC object per request.
+            expected = hmac.digest(signing_key, string_to_sign.encode(), "sha256").hex()
             if hmac.compare_digest(expected.encode(), provided):
                 _refuse_unsigned_amz_headers(headers, claim.signed_headers)
                 return AuthResult(
@@ -649,6 +638,13 @@ def _authorization_components(rest: str) -> dict[str, str]:
     return components
 
 
+# Parsed credentials, signed-header lists and dates are cached: a client sends the same few
+# again and again (one credential per key and day, one header list per kind of request, one
+# date per second). Bounded, and a malformed value raises and is never cached.
+_PARSED_CACHE = 256
+
+
+@functools.lru_cache(maxsize=_PARSED_CACHE)
 def _parse_credential(value: str, dialect: _Dialect) -> _Credential:
     # Access key ids never contain "/", so the scope splits unambiguously.
     parts = value.split("/")
@@ -661,6 +657,7 @@ def _parse_credential(value: str, dialect: _Dialect) -> _Credential:
     return _Credential(*parts)
 
 
+@functools.lru_cache(maxsize=_PARSED_CACHE)
 def _parse_signed_headers(value: str, dialect: _Dialect) -> tuple[str, ...]:
     # Kept in the client's order: that is the order it built its canonical headers in.
     names = tuple(name.lower() for name in value.split(";"))
@@ -687,6 +684,7 @@ def _header_date(headers: Mapping[str, list[str]]) -> tuple[str, dt.datetime]:
     raise S3Error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
 
 
+@functools.lru_cache(maxsize=_PARSED_CACHE)
 def _parse_amz_date(value: str) -> dt.datetime | None:
     # strptime alone would accept one-digit fields; the wire format is fixed-width.
     m = _AMZ_DATE.fullmatch(value)
@@ -750,9 +748,23 @@ def _uri_encode(raw: str, safe: str) -> str:
     return quote(unquote_to_bytes(_wire_bytes(raw)), safe=safe)
 
 
+# What UriEncode leaves as it is (no "%", nothing to escape): most paths and query values are
+# already canonical, and need no decoding and re-encoding.
+_CANONICAL_PATH = re.compile(r"[A-Za-z0-9/_.~-]*")
+_CANONICAL_QUERY_PART = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def _query_part(raw: str) -> str:
+    if _CANONICAL_QUERY_PART.fullmatch(raw):
+        return raw
+    return _uri_encode(_plus_is_space(raw), _UNRESERVED)
+
+
 def _canonical_uri(raw_path: str) -> str:
     # S3 is the one service whose path is neither normalised nor double-encoded: "a//b" and
     # "../x" are key names, not path syntax (sig-v4-header-based-auth.html, CanonicalURI).
+    if _CANONICAL_PATH.fullmatch(raw_path):
+        return raw_path or "/"
     return _uri_encode(raw_path, "/" + _UNRESERVED) or "/"
 
 
@@ -773,10 +785,7 @@ def _canonical_query(params: list[tuple[str, str]], excluded: str | None) -> str
     # replayed to list "a b". SDKs send a space as %20 and a "+" as %2B, so they never notice.
     # Sorting the (name, value) pairs, not "name=value" strings, is AWS's order.
     encoded = sorted(
-        (
-            _uri_encode(_plus_is_space(name), _UNRESERVED),
-            _uri_encode(_plus_is_space(value), _UNRESERVED),
-        )
+        (_query_part(name), _query_part(value))
         for name, value in params
         if excluded is None or unquote(name) != excluded
     )
@@ -790,6 +799,21 @@ def _plus_is_space(raw: str) -> str:
 def _verbatim_query(params: list[tuple[str, str]], excluded: str | None) -> str:
     pairs = sorted((name, value) for name, value in params if name != excluded)
     return "&".join(f"{name}={value}" for name, value in pairs)
+
+
+def _forms(
+    raw_path: str, params: list[tuple[str, str]], excluded: str | None
+) -> Iterator[tuple[str, str]]:
+    """The (canonical URI, canonical query) pairs a signature may have been made over.
+
+    AWS's canonical form first; then the path and query exactly as sent, because some clients
+    sign what they send (botocore signs its URL's path and query verbatim) and encode
+    differently from UriEncode, e.g. keep "%2F" in a key or "/" in a query value. The second
+    form still covers every byte the server will interpret. A generator: a request that
+    verifies on the first form never builds the second.
+    """
+    yield _canonical_uri(raw_path), _canonical_query(params, excluded)
+    yield raw_path or "/", _verbatim_query(params, excluded)
 
 
 def _canonical_headers(

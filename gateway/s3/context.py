@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDictProxy, MultiDictProxy
 
 from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
+from ..store.store import Latest
 from ..users import User
 from .errors import S3Error
 from .payload import Payload
@@ -42,6 +44,9 @@ class Context:
     # Whether the caller may run an operation on one key of the bucket (operation, key,
     # version id): authorisation's verdict, for operations that name many keys.
     allowed: Callable[[str, str, str | None], bool] | None = None
+    # GetObject and HeadObject of the latest version: that version, read with the bucket
+    # (None: not read, or the key has no object; the operation looks it up).
+    latest: Latest = None
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:
@@ -84,10 +89,10 @@ class Context:
         await response.prepare(self.request)
         self.request[RESPONSE_STARTED] = response
 
-    def with_acl(self, attrs: ObjectAttrs) -> ObjectAttrs:
+    def with_acl(self, attrs: ObjectAttrs, **changes: Any) -> ObjectAttrs:
         """The attrs of an object this request writes, with its owner and ACL (a copy never
-        keeps its source's)."""
-        return replace(attrs, owner=self.object_owner, acl=self.object_acl)
+        keeps its source's), and any other `changes` made in the same copy."""
+        return replace(attrs, owner=self.object_owner, acl=self.object_acl, **changes)
 
     def owner(self, canonical_id: str) -> list[Node]:
         user = self.users_by_id.get(canonical_id)

@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 
 from ..config import Settings
-from ..store import Store
+from ..store import Bucket, Store
+from ..store.store import Latest
 from ..users import User
 from . import policy_context as conditions
 from .auth import Authenticator, SignedRequest
@@ -52,7 +53,7 @@ from .ops import (
 from .ops import cors as cors_ops
 from .ops import policy as policy_ops
 from .payload import Payload
-from .router import bucket_from_host, route
+from .router import Endpoint, bucket_from_host, route
 
 Operation = Callable[[Context], Awaitable[web.StreamResponse]]
 
@@ -74,6 +75,8 @@ OPERATIONS: dict[str, Operation] = {
     **encryption.OPERATIONS,
     **bucketlog.OPERATIONS,
 }
+# Reads of one object that take its latest version with the bucket (Dispatcher._bucket).
+_READS_LATEST = frozenset({"GetObject", "HeadObject"})
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
 _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
@@ -140,7 +143,7 @@ class Dispatcher:
             raise S3Error(
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
-        bucket = None
+        bucket, latest = None, None
         owner, acl = None, None
         allowed = None
         if target.bucket is None or target.operation == "CreateBucket":
@@ -148,13 +151,18 @@ class Dispatcher:
             if is_anonymous(auth.user):
                 raise S3Error("AccessDenied")
         else:
-            bucket = await resolve_bucket(self.store, target.bucket)
+            bucket, latest = await self._bucket(target)
             request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
             expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
             if not form_post:  # PostObject authorises the form's signer itself
                 obj = None
                 if target.key is not None and needs_object(target.operation, bucket):
-                    obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
+                    if latest is not None:  # read with the bucket
+                        obj = latest[0].attrs
+                    else:
+                        obj = await object_attrs(
+                            self.store, bucket.name, target.key, target.version_id
+                        )
                 access = Access(
                     auth.user,
                     target.operation,
@@ -198,6 +206,7 @@ class Dispatcher:
             object_owner=owner,
             object_acl=acl,
             allowed=allowed,
+            latest=latest,
         )
         upload = request.body_exists
         if upload and self.receiving >= self.settings.max_uploads:
@@ -210,6 +219,18 @@ class Dispatcher:
         finally:
             self.receiving -= upload
             request[RECEIVED] = payload.received
+
+    async def _bucket(self, target: Endpoint) -> tuple[Bucket, Latest]:
+        """The bucket a request names; for a read of a key's latest version, that version too,
+        in the same catalog read (the bucket is read with every request, never cached: another
+        node may have changed its policy a moment ago)."""
+        assert target.bucket is not None
+        if target.operation in _READS_LATEST and target.key and target.version_id is None:
+            bucket, latest = await self.store.get_bucket_and_object(target.bucket, target.key)
+            if bucket is not None:
+                return bucket, latest
+        # resolve_bucket says why there is none (NoSuchBucket, InvalidBucketName).
+        return await resolve_bucket(self.store, target.bucket), None
 
     async def _missing_instead(self, exc: S3Error, access: Access) -> None:
         """A refused read of an object that does not exist is NoSuchKey to a caller who may

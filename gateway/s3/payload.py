@@ -52,9 +52,15 @@ class _Patient:
         if data := self._content.read_nowait():
             self._received += len(data)
             return data
+        if self._content.is_eof():
+            # The end of the body: nothing to wait for (every body ends with this call).
+            return b""
         started = time.monotonic()
         try:
-            data = await asyncio.wait_for(self._content.readany(), self._timeout)
+            # A deadline on this task, not wait_for's: that wraps the read in a task of its
+            # own, one per wait.
+            async with asyncio.timeout(self._timeout):
+                data = await self._content.readany()
         except TimeoutError as exc:
             raise S3Error("RequestTimeout") from exc
         self._waited += time.monotonic() - started

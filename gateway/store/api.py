@@ -102,6 +102,14 @@ class CatalogReader(Protocol):
         no other read before its bytes."""
         ...
 
+    async def get_bucket_and_object(
+        self, bucket: str, key: str
+    ) -> tuple[Bucket, tuple[ObjectInfo, dict[str, bytes | None]] | None] | None:
+        """get_bucket and get_object_inline in one statement: a GET's reads in one round trip
+        and one snapshot. None when there is no such bucket; (bucket, None) when the key has
+        no object (it may have versions: a delete marker is the latest)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BlobRow:

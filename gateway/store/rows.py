@@ -34,6 +34,7 @@ OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
 VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
 # What a scan of the versions table reads of each row (version_entry).
 VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns"
+_BUCKET_WIDTH = len(BUCKET_COLUMNS.split(", "))
 UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs, lock"
 PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
 
@@ -190,6 +191,19 @@ def version_values(obj: ObjectInfo, seq: str) -> tuple[Any, ...]:
 def object_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:
     """A row of the objects table (OBJECT_COLUMNS)."""
     return _info(bucket, row[:10], row[10] or NULL_VERSION, False)
+
+
+def bucket_and_object_from_row(
+    bucket: str, row: Sequence[Any]
+) -> tuple[Bucket, tuple[ObjectInfo, dict[str, bytes | None]] | None]:
+    """A row of BUCKET_COLUMNS, OBJECT_COLUMNS (all NULL when the key has no object), then
+    the first extent's blob id and inline bytes (CatalogReader.get_bucket_and_object)."""
+    found = bucket_from_row(row[:_BUCKET_WIDTH])
+    if row[_BUCKET_WIDTH] is None:  # an object's key is never NULL: there is none
+        return found, None
+    blob, data = row[-2:]
+    obj = object_from_row(bucket, row[_BUCKET_WIDTH:-2])
+    return found, (obj, {} if blob is None else {blob: data})
 
 
 def version_from_row(bucket: str, row: Sequence[Any]) -> ObjectInfo:

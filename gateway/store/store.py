@@ -49,6 +49,9 @@ from .reader import ObjectReader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# A key's latest version as the catalog gave it, with its first blob's inline bytes
+# (CatalogReader.get_object_inline); None: the key has no object.
+Latest = tuple[ObjectInfo, dict[str, bytes | None]] | None
 
 # Catalog writes of more keys or parts than this run in the writer's thread, not on the loop.
 LONG = 32
@@ -231,6 +234,12 @@ class Store:
 
     async def get_bucket(self, name: str) -> Bucket | None:
         return await self._read.get_bucket(name)
+
+    async def get_bucket_and_object(self, name: str, key: str) -> tuple[Bucket | None, Latest]:
+        """The bucket and its key's latest version in one catalog read, for a GET or HEAD of
+        the latest version: open_object and head_object take the version as `latest`."""
+        found = await self._read.get_bucket_and_object(name, key)
+        return (None, None) if found is None else found
 
     async def list_buckets(self, owner: str | None = None) -> list[Bucket]:
         return await self._read.list_buckets(owner)
@@ -818,10 +827,15 @@ class Store:
 
     # --- reading objects -----------------------------------------------------------------------
 
-    async def head_object(self, bucket: str, key: str, version_id: str | None = None) -> ObjectInfo:
+    async def head_object(
+        self, bucket: str, key: str, version_id: str | None = None, latest: Latest = None
+    ) -> ObjectInfo:
         """The key's latest version, or the version `version_id` ("null": the null version).
         NoSuchKey, NoSuchVersion, or versions.DeleteMarker when the latest version, or the
-        version asked for, is a delete marker."""
+        version asked for, is a delete marker. `latest`: the latest version, read already
+        (get_bucket_and_object)."""
+        if latest is not None and version_id is None:
+            return latest[0]
         return await _lookup(self._read, bucket, key, version_id)
 
     async def open_object(
@@ -830,15 +844,18 @@ class Store:
         key: str,
         version_id: str | None = None,
         check: Callable[[ObjectInfo], bytes | None] | None = None,
+        latest: Latest = None,
     ) -> ObjectReader:
         """Look an object up and open what its bytes need, as one consistent snapshot.
         `check` judges the version before anything is read (an SSE-C request's key) and gives
-        the customer key its data keys need."""
+        the customer key its data keys need. `latest`: the latest version, read already
+        (get_bucket_and_object), used on the first attempt."""
         for _attempt in range(5):
             # The latest version and its inline bytes in one round trip when it is an object.
-            found = (
-                None if version_id is not None else await self._read.get_object_inline(bucket, key)
-            )
+            found = latest if version_id is None else None
+            if found is None and version_id is None:
+                found = await self._read.get_object_inline(bucket, key)
+            latest = None  # a version replaced since is looked up again
             obj, known = found or (await self.head_object(bucket, key, version_id), None)
             customer_key = check(obj) if check is not None else None
             reader = self.reader(obj, customer_key, known)

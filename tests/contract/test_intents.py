@@ -241,6 +241,32 @@ def test_get_object_inline_reads_the_object_and_its_bytes_at_once(harness: Harne
     reader.close()
 
 
+def test_get_bucket_and_object_reads_both_at_once(harness: Harness) -> None:
+    h = harness
+    bucket = h.new_bucket()
+    read = h.store.catalog.reader.get_bucket_and_object
+    assert h.run(read("no-such-bucket", "k")) is None
+    h.run(h.store.set_bucket_setting(bucket, "policy", '{"Statement": []}'))
+    record, latest = h.run(read(bucket, "missing"))  # type: ignore[misc]
+    # The bucket as get_bucket reads it, its settings included, though the key has no object.
+    assert record == h.run(h.store.get_bucket(bucket)) and latest is None
+    assert record.settings["policy"] == '{"Statement": []}'
+    small = h.run(h.store.stage(_chunks(b"tiny")))
+    made = h.run(h.store.put_object(bucket, "small", small, ObjectAttrs()))
+    assert h.run(read(bucket, "small")) == (record, (made, {small.id: b"tiny"}))
+    big = h.run(h.store.stage(_chunks(os.urandom(MIB))))
+    made = h.run(h.store.put_object(bucket, "big", big, ObjectAttrs()))
+    assert h.run(read(bucket, "big")) == (record, (made, {big.id: None}))
+    # A key of another bucket is not this bucket's.
+    other = h.new_bucket()
+    assert h.run(read(other, "small")) == (h.run(h.store.get_bucket(other)), None)
+    # GET reads through it: the same bytes as before.
+    _, latest = h.run(h.store.get_bucket_and_object(bucket, "small"))
+    reader = h.run(h.store.open_object(bucket, "small", latest=latest))
+    assert reader.inline_bytes(0, 4) == b"tiny"
+    reader.close()
+
+
 # --- catalogs from before intents -----------------------------------------------------------
 
 # The SQLite catalog as the gateway wrote it at schema 5 (before intents), frozen here.

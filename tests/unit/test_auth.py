@@ -452,6 +452,54 @@ def test_signing_key_is_cached() -> None:
     assert (info.misses, info.hits) == (1, 1)
 
 
+# Characters that matter to UriEncode: unreserved, reserved, "%" escapes (good and bad),
+# "+", spaces, non-ASCII, and bytes that were not UTF-8 (surrogate-escaped by aiohttp).
+_WIRE_TEXT = st.lists(
+    st.sampled_from([*"aZ09-_.~/%+ !*'()&=?#[]", "%2F", "%7e", "%C3%A9", "%zz", "é", "\udcff"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WIRE_TEXT)
+def test_canonical_uri_shortcut_equals_uri_encode(raw: str) -> None:
+    # A path that is canonical already is returned as it is: that must be exactly what
+    # decoding and re-encoding it gives, for every path.
+    assert auth._canonical_uri(raw) == (auth._uri_encode(raw, "/-_.~") or "/")
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WIRE_TEXT)
+def test_query_part_shortcut_equals_uri_encode(raw: str) -> None:
+    assert auth._query_part(raw) == auth._uri_encode(raw.replace("+", "%20"), "-_.~")
+
+
+def test_parsed_credentials_are_cached_and_errors_are_not() -> None:
+    auth._parse_credential.cache_clear()
+    authenticator().authenticate(sign())
+    authenticator().authenticate(sign(path="/bucket/other"))
+    info = auth._parse_credential.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    # A malformed credential is refused each time it is sent, and takes no cache entry.
+    for _ in range(2):
+        with pytest.raises(S3Error) as caught:
+            auth._parse_credential("AKIDALICE/20240524/eu-west-1/s3", auth._HEADER)
+        assert caught.value.code == "AuthorizationHeaderMalformed"
+    assert auth._parse_credential.cache_info().currsize == 1
+
+
+def test_a_wrong_signature_is_refused_after_a_right_one_was_cached() -> None:
+    # Nothing about the signature itself is cached: the same request with one hex digit
+    # changed is refused, whatever verified before it.
+    request = sign()
+    assert authenticator().authenticate(request).user == ALICE
+    authorization = request.headers["Authorization"]
+    flipped = authorization[:-1] + ("0" if authorization[-1] != "0" else "1")
+    headers = CIMultiDict(request.headers)
+    headers["Authorization"] = flipped
+    rejects(dataclasses.replace(request, headers=headers), "SignatureDoesNotMatch")
+
+
 # -- a real boto3 client ----------------------------------------------------------------------
 
 

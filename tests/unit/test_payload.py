@@ -29,6 +29,9 @@ class _Client:
     def read_nowait(self) -> bytes:
         return self._next() if self.buffered else b""
 
+    def is_eof(self) -> bool:
+        return not self.left
+
     async def readany(self) -> bytes:
         await asyncio.sleep(self.delay)
         return self._next()
@@ -70,3 +73,11 @@ async def test_bytes_already_arrived_count() -> None:
 async def test_no_minimum_rate_when_zero() -> None:
     stream = _Patient(_Client(20, b"x", 0.02), 0.2, 0)  # type: ignore[arg-type]
     assert await _drain(stream) == 20
+
+
+async def test_the_end_of_a_body_is_not_waited_for() -> None:
+    # Every byte has arrived and the stream has ended: the last read answers at once, where
+    # a wait (here one that would never end in time) is no part of reading a body.
+    client = _Client(3, b"x" * 100, 3600.0, buffered=True)
+    stream = _Patient(client, 0.2, 1000)  # type: ignore[arg-type]
+    assert await _drain(stream) == 300

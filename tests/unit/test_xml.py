@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from email.utils import formatdate
 
 import pytest
 from hypothesis import given, settings
@@ -234,3 +235,9 @@ def test_iso8601(ns: int, expected: str) -> None:
 )
 def test_http_date(ns: int, expected: str) -> None:
     assert xml.http_date(ns) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=253402300799 * 10**9))  # up to 9999-12-31
+def test_http_date_is_what_formatdate_says(ns: int) -> None:
+    assert xml.http_date(ns) == formatdate(ns // 10**9, usegmt=True)

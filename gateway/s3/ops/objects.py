@@ -8,7 +8,6 @@ import binascii
 import email.utils
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -348,7 +347,7 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     encryption = sse.requested(ctx)
     blob = await stage_body(ctx, expected_md5, encryption)
     checksum = ctx.payload.checksum_headers()
-    attrs = encryption.attrs(ctx.with_acl(replace(attrs, headers=headers, checksums=checksum)))
+    attrs = encryption.attrs(ctx.with_acl(attrs, headers=headers, checksums=checksum))
     obj = await ctx.store.put_object(
         ctx.bucket,
         key,
@@ -379,7 +378,7 @@ async def get_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     try:
         reader = await ctx.store.open_object(
-            ctx.bucket, key, version_id, lambda obj: sse.read_key(ctx, obj.attrs)
+            ctx.bucket, key, version_id, lambda obj: sse.read_key(ctx, obj.attrs), ctx.latest
         )
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
@@ -392,7 +391,7 @@ async def get_object(ctx: Context) -> web.StreamResponse:
 async def head_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     try:
-        obj = await ctx.store.head_object(ctx.bucket, key, version_id)
+        obj = await ctx.store.head_object(ctx.bucket, key, version_id, ctx.latest)
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
     sse.read_key(ctx, obj.attrs)

@@ -31,6 +31,7 @@ from ..rows import (
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
     VERSION_ENTRY_COLUMNS,
+    bucket_and_object_from_row,
     bucket_from_row,
     bucket_values,
     encode_attrs,
@@ -55,6 +56,17 @@ _OBJECT_AND_BLOB = (
     "FROM objects o LEFT JOIN blobs b ON b.id = "
     "CASE WHEN o.parts IS NULL THEN json_extract(o.manifest, '$[0][0]') END "
     "WHERE o.bucket = ? AND o.key = ?"
+)
+
+# get_bucket_and_object: the bucket's columns, then _OBJECT_AND_BLOB's (all NULL when the key has
+# no object). The object's row is found by its primary key under the bucket's.
+_BUCKET_OBJECT_AND_BLOB = (
+    f"SELECT {', '.join('k.' + c for c in BUCKET_COLUMNS.split(', '))}, "
+    f"{', '.join('o.' + c for c in OBJECT_COLUMNS.split(', '))}, b.id, b.data "
+    "FROM buckets k LEFT JOIN objects o ON o.bucket = k.name AND o.key = ? "
+    "LEFT JOIN blobs b ON b.id = "
+    "CASE WHEN o.parts IS NULL THEN json_extract(o.manifest, '$[0][0]') END "
+    "WHERE k.name = ?"
 )
 
 # Names looked up per statement: well under SQLite's limit on bound parameters.
@@ -191,6 +203,12 @@ class SqliteReader:
             return None
         blob, data = row[-2:]
         return object_from_row(bucket, row[:-2]), {} if blob is None else {blob: data}
+
+    async def get_bucket_and_object(
+        self, bucket: str, key: str
+    ) -> tuple[Bucket, tuple[ObjectInfo, dict[str, bytes | None]] | None] | None:
+        row = self.conn.execute(_BUCKET_OBJECT_AND_BLOB, (key.encode(), bucket)).fetchone()
+        return None if row is None else bucket_and_object_from_row(bucket, row)
 
     async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
         known: set[str] = set()
