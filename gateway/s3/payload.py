@@ -26,6 +26,9 @@ from .chunked import ChunkedDecoder, stored_content_encoding
 from .errors import S3Error
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
+# When the body's last byte came (time.perf_counter()): where an access log record's
+# turn-around time starts (LogFormat.html).
+BODY_RECEIVED_AT = web.RequestKey("body_received_at", float)
 # Payload's default_checksum.
 MISSING = "missing"
 ALWAYS = "always"
@@ -157,6 +160,7 @@ class Payload:
             async for data in self._decoder.chunks():
                 self.received += len(data)
                 yield data
+            self._request[BODY_RECEIVED_AT] = time.perf_counter()
             return
         content = self._content
         try:
@@ -168,6 +172,7 @@ class Payload:
                 yield data
         except (ClientPayloadError, ConnectionError, asyncio.IncompleteReadError) as exc:
             raise S3Error("IncompleteBody") from exc
+        self._request[BODY_RECEIVED_AT] = time.perf_counter()
         expected = self.declared_length
         if expected is not None and self.received != expected:
             raise S3Error("IncompleteBody")

@@ -4,9 +4,11 @@ bucket, by the flush extension, after the delivery interval, and on a clean stop
 
 from __future__ import annotations
 
+import http.client
 import re
 import shlex
 import time
+import urllib.parse
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -425,3 +427,35 @@ def test_acl_required_and_last_modified(gateway, s3):
     listings = [(r["requester"], r["acl"]) for r in records if r["operation"] == "REST.GET.BUCKET"]
     # Only the ACL's grant let the other account list; the owner needs none.
     assert listings == [(ALT_ID, "Yes"), (OWNER_ID, "-")]
+
+
+def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
+    # LogFormat.html: Turn-Around Time runs "from the time that the last byte of your request
+    # was received until the time that the first byte of the response was sent"; Total Time
+    # includes receiving. A body that pauses 1.5 s counts in the total, not the turn-around.
+    s3.create_bucket(Bucket="src-t")
+    s3.create_bucket(Bucket="logs-t")
+    enable(s3, "src-t", "logs-t")
+    body = b"y" * 2000
+    url = f"{gateway.url}/src-t/slow"
+    headers = raw.sign("PUT", url, body=body, access_key=OWNER[0], secret_key=OWNER[1])
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.putrequest("PUT", parts.path, skip_accept_encoding=True)
+    for name, value in {**headers, "Content-Length": str(len(body))}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    conn.send(body[:1000])
+    time.sleep(1.5)
+    conn.send(body[1000:])
+    answer = conn.getresponse()
+    assert answer.status == 200, answer.read()
+    conn.close()
+    s3.get_object(Bucket="src-t", Key="slow")["Body"].read()
+
+    records = parse(s3.get_object(Bucket="logs-t", Key=flush(gateway, "src-t"))["Body"].read())
+    by_op = {(r["operation"], r["key"]): r for r in records}
+    put, got = by_op[("REST.PUT.OBJECT", "slow")], by_op[("REST.GET.OBJECT", "slow")]
+    assert int(put["total"]) >= 1500
+    assert int(put["turnaround"]) <= int(put["total"]) - 1000
+    assert 0 <= int(got["turnaround"]) <= int(got["total"])
