@@ -459,3 +459,26 @@ def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
     assert int(put["total"]) >= 1500
     assert int(put["turnaround"]) <= int(put["total"]) - 1000
     assert 0 <= int(got["turnaround"]) <= int(got["total"])
+
+
+def test_requests_refused_before_their_bucket_is_found_are_logged(gateway, s3):
+    # Server access logs record requests that fail authentication (logging-with-S3.html's
+    # comparison with CloudTrail), with their error code and no requester.
+    s3.create_bucket(Bucket="src-r")
+    s3.create_bucket(Bucket="logs-r")
+    enable(s3, "src-r", "logs-r")
+    url = f"{gateway.url}/src-r/k"
+    wrong = raw.sign("GET", url, access_key=OWNER[0], secret_key="not-the-secret")
+    assert raw.send("GET", url, wrong).status == 403
+    unknown = raw.sign("GET", url, access_key="AKIDUNKNOWN000000000", secret_key="x")
+    assert raw.send("GET", url, unknown).status == 403
+    # A bucket that does not exist has no log to go to, and the gateway keeps serving.
+    assert raw.send("GET", f"{gateway.url}/no-such-r/k", wrong).status in (403, 404)
+
+    records = parse(s3.get_object(Bucket="logs-r", Key=flush(gateway, "src-r"))["Body"].read())
+    refused = [r for r in records if r["operation"] == "REST.GET.OBJECT" and r["key"] == "k"]
+    assert [(r["error"], r["status"], r["requester"]) for r in refused] == [
+        ("SignatureDoesNotMatch", "403", "-"),
+        ("InvalidAccessKeyId", "403", "-"),
+    ]
+    assert all(r["bucket"] == "src-r" and r["uri"] == "GET /src-r/k HTTP/1.1" for r in refused)
