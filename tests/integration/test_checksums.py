@@ -404,6 +404,18 @@ def test_a_part_sent_with_another_checksum_still_counts_in_the_default(plain_s3,
         Bucket=bucket, Key="k", UploadId=uid, PartNumber=1, Body=data, ChecksumAlgorithm="CRC32"
     )
     assert part["ChecksumCRC32"] == crc32(data)
+    assert "ChecksumAlgorithm" not in s3.list_parts(Bucket=bucket, Key="k", UploadId=uid)
+    # Naming a part's checksum to an upload created without an algorithm: InvalidPart (AWS).
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="k",
+            UploadId=uid,
+            MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": part["ETag"], "ChecksumCRC32": crc32(data)}]
+            },
+        )
+    assert exc.value.response["Error"]["Code"] == "InvalidPart"
     done = s3.complete_multipart_upload(
         Bucket=bucket,
         Key="k",

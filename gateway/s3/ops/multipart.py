@@ -161,6 +161,14 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
             )
         algorithm = _algorithm(upload)
         if algorithm is None:
+            for part in parts:
+                if sent.get(part.number):
+                    # A part's checksum named for an upload that has none: AWS's InvalidPart
+                    # (LocalStack's AWS recording of test_complete_multipart_parts_checksum_
+                    # default, Feb 2026).
+                    raise S3Error(
+                        "InvalidPart", UploadId=upload.id, PartNumber=part.number, ETag=part.etag
+                    )
             if sse.CUSTOMER + "algorithm" in upload.attrs.sse:
                 # AWS adds no default checksum to an SSE-C multipart object (LocalStack's
                 # AWS recordings; a PutObject with SSE-C gets one).
