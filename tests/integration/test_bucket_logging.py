@@ -456,8 +456,9 @@ def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
     records = parse(s3.get_object(Bucket="logs-t", Key=flush(gateway, "src-t"))["Body"].read())
     by_op = {(r["operation"], r["key"]): r for r in records}
     put, got = by_op[("REST.PUT.OBJECT", "slow")], by_op[("REST.GET.OBJECT", "slow")]
-    assert int(put["total"]) >= 1500
-    assert int(put["turnaround"]) <= int(put["total"]) - 1000
+    # The 1.5 s pause counts in the total, not in the turn-around (a 0.5 s margin for the
+    # part of the pause before the server began timing, and for a busy machine).
+    assert int(put["total"]) - int(put["turnaround"]) >= 1000
     assert 0 <= int(got["turnaround"]) <= int(got["total"])
 
 
