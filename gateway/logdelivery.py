@@ -27,6 +27,7 @@ from aiohttp import web
 
 from .s3 import bucketlog, grants, sse
 from .s3.bucketlog import LoggingConfig, Record
+from .s3.context import RESPONSE_STARTED_AT
 from .s3.errors import S3Error
 from .s3.middleware import (
     ACL_REQUIRED,
@@ -39,6 +40,7 @@ from .s3.middleware import (
     REQUESTER,
     TARGET,
 )
+from .s3.payload import BODY_RECEIVED_AT
 from .store import Bucket, ObjectAttrs, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -244,6 +246,7 @@ def _record(
     signature, auth_type = _signature(request)
     ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
     version = request.version
+    now = time.perf_counter()
     return Record(
         bucket_owner=bucket.owner,
         bucket=bucket.name,
@@ -259,7 +262,7 @@ def _record(
         bytes_sent=sent,
         object_size=_object_size(request, response, operation),
         total_ms=round(seconds * 1000),
-        turnaround_ms=None,
+        turnaround_ms=_turnaround_ms(request, now - seconds, now),
         referer=headers.get("Referer"),
         user_agent=headers.get("User-Agent"),
         version_id=response.headers.get("x-amz-version-id") or request.query.get("versionId"),
@@ -271,6 +274,15 @@ def _record(
         tls_version=ssl_object.version() if ssl_object is not None else None,
         acl_required=request.get(ACL_REQUIRED, False),
     )
+
+
+def _turnaround_ms(request: web.Request, began: float, now: float) -> int:
+    """LogFormat.html's Turn-Around Time: "from the time that the last byte of your request
+    was received until the time that the first byte of the response was sent". A request
+    without a body was whole when it began; an answer not streamed goes as it is logged."""
+    last_in = request.get(BODY_RECEIVED_AT, began)
+    first_out = request.get(RESPONSE_STARTED_AT, now)
+    return max(0, round((first_out - last_in) * 1000))
 
 
 def _signature(request: web.Request) -> tuple[str | None, str | None]:

@@ -196,6 +196,12 @@ SHA1 = Algorithm("SHA1", 20, lambda a: _Sha(a, "sha1"))
 SHA256 = Algorithm("SHA256", 32, lambda a: _Sha(a, "sha256"))
 
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (CRC32, CRC32C, CRC64NVME, SHA1, SHA256)}
+
+# What AWS gives an object uploaded without a checksum, as a FULL_OBJECT checksum: PutObject,
+# POST, CompleteMultipartUpload of an upload created without an algorithm, and copies of such
+# objects ("Amazon S3 added the default checksum, CRC64NVME", API_Checksum.html; LocalStack's
+# AWS recordings since Jan 2025 show it on every new object).
+DEFAULT = CRC64NVME
 _BY_HEADER: dict[str, Algorithm] = {a.header: a for a in ALGORITHMS.values()}
 
 
@@ -455,6 +461,16 @@ def full_object(alg: Algorithm, parts: Sequence[tuple[str, int]]) -> str:
     for raw, (_, length) in zip(digests, parts, strict=True):
         crc = combine(crc, int.from_bytes(raw, "big"), length)
     return base64.b64encode(crc.to_bytes(alg.digest_size, "big")).decode("ascii")
+
+
+def default_of_parts(parts: Sequence[tuple[str | None, int]]) -> dict[str, str]:
+    """The default checksum of a multipart object whose upload named no algorithm, from each
+    part's (DEFAULT checksum or None, length); none if a part has none (a part copied from a
+    range we did not read)."""
+    if not parts or any(value is None for value, _ in parts):
+        return {}
+    value = full_object(DEFAULT, [(v, n) for v, n in parts if v is not None])
+    return {DEFAULT.header: value, "x-amz-checksum-type": FULL_OBJECT}
 
 
 # --- checking stored bytes (fsck --deep) --------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +22,9 @@ from .xml import Node
 # The response whose status and headers have gone out: an error after that cannot be
 # answered with an error document any more.
 RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
+# When a streamed response's first byte went (time.perf_counter()): where an access log
+# record's turn-around time ends (LogFormat.html).
+RESPONSE_STARTED_AT = web.RequestKey("response_started_at", float)
 # Body bytes sent by sendfile, which passes aiohttp's count (response.body_length) by.
 SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
 
@@ -86,6 +90,7 @@ class Context:
         return await self.payload.read(min(limit, self.settings.max_xml_size))
 
     async def start(self, response: web.StreamResponse) -> None:
+        self.request[RESPONSE_STARTED_AT] = time.perf_counter()
         await response.prepare(self.request)
         self.request[RESPONSE_STARTED] = response
 

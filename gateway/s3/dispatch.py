@@ -52,7 +52,7 @@ from .ops import (
 )
 from .ops import cors as cors_ops
 from .ops import policy as policy_ops
-from .payload import Payload
+from .payload import ALWAYS, MISSING, Payload
 from .router import Endpoint, bucket_from_host, route
 
 Operation = Callable[[Context], Awaitable[web.StreamResponse]]
@@ -79,6 +79,9 @@ OPERATIONS: dict[str, Operation] = {
 _READS_LATEST = frozenset({"GetObject", "HeadObject"})
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
 _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
+# The bodies that get AWS's default checksum (checksums.DEFAULT) in the MD5's pass: an object
+# sent without a checksum, and every part (Complete combines the parts' into the object's).
+_DEFAULT_CHECKSUM = {"PutObject": MISSING, "UploadPart": ALWAYS}
 # Headers asking for what this gateway does not do: refused, never silently ignored (a client
 # that asked for a customer key must not believe it got one).
 # (Server-side encryption headers are all served now: gateway/s3/sse.py.)
@@ -191,6 +194,7 @@ class Dispatcher:
             request,
             auth,
             body_checksum=target.operation != "CompleteMultipartUpload",
+            default_checksum=_DEFAULT_CHECKSUM.get(target.operation),
             read_timeout=self.settings.body_timeout,
             min_rate=self.settings.min_body_rate,
         )

@@ -136,7 +136,9 @@ class S3Middleware:
         return response
 
     async def _find_bucket(self, request: web.Request) -> None:
-        """The bucket of a cross-origin request the dispatcher stopped before finding it."""
+        """The bucket of a request the dispatcher stopped before finding it: a cross-origin
+        request's (its CORS headers), or a refused one's (server access logs record requests
+        that fail authentication, with their error code: logging-with-S3.html)."""
         target = request.get(TARGET)
         if (
             self.buckets is None
@@ -144,7 +146,8 @@ class S3Middleware:
             or target is None
             or target.bucket is None
             or request.method == "OPTIONS"
-            or "Origin" not in request.headers
+            or ("Origin" not in request.headers and ERROR_CODE not in request)
+            or request.get(ERROR_CODE) == "NoSuchBucket"
         ):
             return
         try:

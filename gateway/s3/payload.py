@@ -26,6 +26,12 @@ from .chunked import ChunkedDecoder, stored_content_encoding
 from .errors import S3Error
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
+# When the body's last byte came (time.perf_counter()): where an access log record's
+# turn-around time starts (LogFormat.html).
+BODY_RECEIVED_AT = web.RequestKey("body_received_at", float)
+# Payload's default_checksum.
+MISSING = "missing"
+ALWAYS = "always"
 STREAMING = "STREAMING-"
 
 
@@ -79,12 +85,16 @@ class Payload:
         auth: AuthResult,
         *,
         body_checksum: bool = True,
+        default_checksum: str | None = None,
         read_timeout: float = 20.0,
         min_rate: int = 0,
     ) -> None:
         """`body_checksum`: whether x-amz-checksum-* headers describe this body (they describe
-        the object being assembled on CompleteMultipartUpload, not its XML). `read_timeout`
-        and `min_rate`: see _Patient."""
+        the object being assembled on CompleteMultipartUpload, not its XML).
+        `default_checksum`: when to compute checksums.DEFAULT in the same pass as the MD5:
+        MISSING (the body is an object that takes it when the client sent no checksum),
+        ALWAYS (a part, whose DEFAULT Complete combines unless the client sent that one), or
+        None. `read_timeout` and `min_rate`: see _Patient."""
         self._request = request
         self._content = _Patient(request.content, read_timeout, min_rate)
         self._hash = auth.payload_hash
@@ -92,6 +102,12 @@ class Payload:
         # Checksum headers are checked before the body is invited.
         self.checksum = checksums.parse_request(request.headers) if body_checksum else None
         self._computed = self.checksum.new() if self.checksum is not None else None
+        self._default: checksums.Checksum | None = None
+        sent = self.checksum.algorithm if self.checksum is not None else None
+        if (default_checksum == MISSING and sent is None) or (
+            default_checksum == ALWAYS and sent is not checksums.DEFAULT
+        ):
+            self._default = checksums.DEFAULT.new()
         self._sha256 = None
         if not self.streaming and auth.payload_hash != UNSIGNED:
             self._sha256 = hashlib.sha256()
@@ -108,7 +124,9 @@ class Payload:
                 expected_length=self._decoded_length,
                 trailer_names=self.checksum.trailer_names if self.checksum else frozenset(),
             )
-        self.observers: list[Digest] = [d for d in (self._sha256, self._computed) if d is not None]
+        self.observers: list[Digest] = [
+            d for d in (self._sha256, self._computed, self._default) if d is not None
+        ]
         self.received = 0
         # The checksum value to store with the object, once verify() has accepted it.
         self.checksum_value: str | None = None
@@ -148,6 +166,7 @@ class Payload:
             async for data in self._decoder.chunks():
                 self.received += len(data)
                 yield data
+            self._request[BODY_RECEIVED_AT] = time.perf_counter()
             return
         content = self._content
         try:
@@ -159,6 +178,7 @@ class Payload:
                 yield data
         except (ClientPayloadError, ConnectionError, asyncio.IncompleteReadError) as exc:
             raise S3Error("IncompleteBody") from exc
+        self._request[BODY_RECEIVED_AT] = time.perf_counter()
         expected = self.declared_length
         if expected is not None and self.received != expected:
             raise S3Error("IncompleteBody")
@@ -179,13 +199,22 @@ class Payload:
             self.checksum_value = self.checksum.check(self._computed, trailers)
 
     def checksum_headers(self) -> dict[str, str]:
-        """The verified checksum as response (and stored) headers."""
-        if self.checksum is None or self.checksum_value is None:
+        """The verified checksum as response (and stored) headers; the default checksum in
+        place of one the client did not send, when asked for."""
+        if self.checksum is not None and self.checksum_value is not None:
+            alg, value = self.checksum.algorithm, self.checksum_value
+        elif self._default is not None and self.checksum is None:
+            alg, value = checksums.DEFAULT, self._default.value()
+        else:
             return {}
-        return {
-            self.checksum.algorithm.header: self.checksum_value,
-            "x-amz-checksum-type": checksums.FULL_OBJECT,
-        }
+        return {alg.header: value, "x-amz-checksum-type": checksums.FULL_OBJECT}
+
+    def default_value(self) -> str | None:
+        """The body's checksums.DEFAULT value, verified if the client sent it, else computed
+        (None if neither)."""
+        if self.checksum is not None and self.checksum.algorithm is checksums.DEFAULT:
+            return self.checksum_value
+        return self._default.value() if self._default is not None else None
 
     async def read(self, limit: int) -> bytes:
         """The whole (small) body, verified. Over `limit` bytes is MaxMessageLengthExceeded."""

@@ -4,9 +4,11 @@ bucket, by the flush extension, after the delivery interval, and on a clean stop
 
 from __future__ import annotations
 
+import http.client
 import re
 import shlex
 import time
+import urllib.parse
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -425,3 +427,59 @@ def test_acl_required_and_last_modified(gateway, s3):
     listings = [(r["requester"], r["acl"]) for r in records if r["operation"] == "REST.GET.BUCKET"]
     # Only the ACL's grant let the other account list; the owner needs none.
     assert listings == [(ALT_ID, "Yes"), (OWNER_ID, "-")]
+
+
+def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
+    # LogFormat.html: Turn-Around Time runs "from the time that the last byte of your request
+    # was received until the time that the first byte of the response was sent"; Total Time
+    # includes receiving. A body that pauses 1.5 s counts in the total, not the turn-around.
+    s3.create_bucket(Bucket="src-t")
+    s3.create_bucket(Bucket="logs-t")
+    enable(s3, "src-t", "logs-t")
+    body = b"y" * 2000
+    url = f"{gateway.url}/src-t/slow"
+    headers = raw.sign("PUT", url, body=body, access_key=OWNER[0], secret_key=OWNER[1])
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.putrequest("PUT", parts.path, skip_accept_encoding=True)
+    for name, value in {**headers, "Content-Length": str(len(body))}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    conn.send(body[:1000])
+    time.sleep(1.5)
+    conn.send(body[1000:])
+    answer = conn.getresponse()
+    assert answer.status == 200, answer.read()
+    conn.close()
+    s3.get_object(Bucket="src-t", Key="slow")["Body"].read()
+
+    records = parse(s3.get_object(Bucket="logs-t", Key=flush(gateway, "src-t"))["Body"].read())
+    by_op = {(r["operation"], r["key"]): r for r in records}
+    put, got = by_op[("REST.PUT.OBJECT", "slow")], by_op[("REST.GET.OBJECT", "slow")]
+    # The 1.5 s pause counts in the total, not in the turn-around (a 0.5 s margin for the
+    # part of the pause before the server began timing, and for a busy machine).
+    assert int(put["total"]) - int(put["turnaround"]) >= 1000
+    assert 0 <= int(got["turnaround"]) <= int(got["total"])
+
+
+def test_requests_refused_before_their_bucket_is_found_are_logged(gateway, s3):
+    # Server access logs record requests that fail authentication (logging-with-S3.html's
+    # comparison with CloudTrail), with their error code and no requester.
+    s3.create_bucket(Bucket="src-r")
+    s3.create_bucket(Bucket="logs-r")
+    enable(s3, "src-r", "logs-r")
+    url = f"{gateway.url}/src-r/k"
+    wrong = raw.sign("GET", url, access_key=OWNER[0], secret_key="not-the-secret")
+    assert raw.send("GET", url, wrong).status == 403
+    unknown = raw.sign("GET", url, access_key="AKIDUNKNOWN000000000", secret_key="x")
+    assert raw.send("GET", url, unknown).status == 403
+    # A bucket that does not exist has no log to go to, and the gateway keeps serving.
+    assert raw.send("GET", f"{gateway.url}/no-such-r/k", wrong).status in (403, 404)
+
+    records = parse(s3.get_object(Bucket="logs-r", Key=flush(gateway, "src-r"))["Body"].read())
+    refused = [r for r in records if r["operation"] == "REST.GET.OBJECT" and r["key"] == "k"]
+    assert [(r["error"], r["status"], r["requester"]) for r in refused] == [
+        ("SignatureDoesNotMatch", "403", "-"),
+        ("InvalidAccessKeyId", "403", "-"),
+    ]
+    assert all(r["bucket"] == "src-r" and r["uri"] == "GET /src-r/k HTTP/1.1" for r in refused)

@@ -317,3 +317,109 @@ def test_multipart_checksum_errors(s3, bucket):
             Bucket=bucket, Key="k", ChecksumAlgorithm="SHA256", ChecksumType="FULL_OBJECT"
         )
     assert exc.value.response["Error"]["Code"] == "InvalidRequest"
+
+
+def crc64nvme(data: bytes) -> str:
+    from awscrt import checksums as crt
+
+    return base64.b64encode(crt.crc64nvme(data).to_bytes(8, "big")).decode()
+
+
+@pytest.fixture
+def plain_s3(gateway):
+    """A client that sends no checksum unless an operation requires one, as older SDKs did."""
+    return gateway.client(request_checksum_calculation="when_required")
+
+
+@pytest.mark.parametrize("size", [10, 3 * 1024 * 1024 + 7])  # inline, and a file of batches
+def test_an_object_sent_without_a_checksum_gets_the_default_crc64nvme(plain_s3, bucket, size):
+    # AWS: "the object was uploaded without a checksum (and Amazon S3 added the default
+    # checksum, CRC64NVME...)" (API_Checksum.html), a FULL_OBJECT one.
+    s3 = plain_s3
+    data = os.urandom(size)
+    put = s3.put_object(Bucket=bucket, Key="k", Body=data)
+    want = crc64nvme(data)
+    assert (put["ChecksumCRC64NVME"], put["ChecksumType"]) == (want, "FULL_OBJECT")
+    head = s3.head_object(Bucket=bucket, Key="k", ChecksumMode="ENABLED")
+    assert (head["ChecksumCRC64NVME"], head["ChecksumType"]) == (want, "FULL_OBJECT")
+    got = s3.get_object(Bucket=bucket, Key="k", ChecksumMode="ENABLED")
+    assert got["ChecksumCRC64NVME"] == want and got["Body"].read() == data
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="k", ObjectAttributes=["Checksum"])
+    assert attrs["Checksum"] == {"ChecksumCRC64NVME": want, "ChecksumType": "FULL_OBJECT"}
+    copied = s3.copy_object(Bucket=bucket, Key="c", CopySource=f"{bucket}/k")
+    assert copied["CopyObjectResult"]["ChecksumCRC64NVME"] == want
+    # A checksum the client sent is the object's, and the only one.
+    sent = s3.put_object(Bucket=bucket, Key="s", Body=data, ChecksumAlgorithm="CRC32")
+    assert "ChecksumCRC64NVME" not in sent
+    head = s3.head_object(Bucket=bucket, Key="s", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == crc32(data) and "ChecksumCRC64NVME" not in head
+
+
+def test_a_multipart_upload_without_an_algorithm_gets_the_default_crc64nvme(plain_s3, bucket):
+    # The parts say nothing of it (ListParts, UploadPart); Complete, HEAD and
+    # GetObjectAttributes give the whole object's FULL_OBJECT CRC64NVME (LocalStack's AWS
+    # recordings of multipart uploads without a checksum, 2025-2026).
+    s3 = plain_s3
+    first, second = os.urandom(5 * 1024 * 1024), os.urandom(1000)
+    s3.put_object(Bucket=bucket, Key="src", Body=second)
+    up = s3.create_multipart_upload(Bucket=bucket, Key="k")
+    assert "ChecksumAlgorithm" not in up
+    uid = up["UploadId"]
+    one = s3.upload_part(Bucket=bucket, Key="k", UploadId=uid, PartNumber=1, Body=first)
+    assert not [k for k in one if k.startswith("Checksum")]
+    # A whole-object copy of a source with the default checksum takes it as the part's.
+    two = s3.upload_part_copy(
+        Bucket=bucket, Key="k", UploadId=uid, PartNumber=2, CopySource=f"{bucket}/src"
+    )["CopyPartResult"]
+    listed = s3.list_parts(Bucket=bucket, Key="k", UploadId=uid)
+    assert "ChecksumAlgorithm" not in listed
+    assert all(not [k for k in p if k.startswith("Checksum")] for p in listed["Parts"])
+    done = s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="k",
+        UploadId=uid,
+        MultipartUpload={
+            "Parts": [
+                {"PartNumber": 1, "ETag": one["ETag"]},
+                {"PartNumber": 2, "ETag": two["ETag"]},
+            ]
+        },
+    )
+    want = crc64nvme(first + second)
+    assert (done["ChecksumCRC64NVME"], done["ChecksumType"]) == (want, "FULL_OBJECT")
+    head = s3.head_object(Bucket=bucket, Key="k", ChecksumMode="ENABLED")
+    assert (head["ChecksumCRC64NVME"], head["ChecksumType"]) == (want, "FULL_OBJECT")
+    attrs = s3.get_object_attributes(
+        Bucket=bucket, Key="k", ObjectAttributes=["Checksum", "ObjectParts"]
+    )
+    assert attrs["Checksum"] == {"ChecksumCRC64NVME": want, "ChecksumType": "FULL_OBJECT"}
+    assert attrs["ObjectParts"] == {"TotalPartsCount": 2}
+
+
+def test_a_part_sent_with_another_checksum_still_counts_in_the_default(plain_s3, bucket):
+    s3 = plain_s3
+    data = os.urandom(1000)
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
+    part = s3.upload_part(
+        Bucket=bucket, Key="k", UploadId=uid, PartNumber=1, Body=data, ChecksumAlgorithm="CRC32"
+    )
+    assert part["ChecksumCRC32"] == crc32(data)
+    assert "ChecksumAlgorithm" not in s3.list_parts(Bucket=bucket, Key="k", UploadId=uid)
+    # Naming a part's checksum to an upload created without an algorithm: InvalidPart (AWS).
+    with pytest.raises(ClientError) as exc:
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="k",
+            UploadId=uid,
+            MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": part["ETag"], "ChecksumCRC32": crc32(data)}]
+            },
+        )
+    assert exc.value.response["Error"]["Code"] == "InvalidPart"
+    done = s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="k",
+        UploadId=uid,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
+    assert (done["ChecksumCRC64NVME"], done["ChecksumType"]) == (crc64nvme(data), "FULL_OBJECT")

@@ -149,6 +149,14 @@ def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:
     return next((a for a in map(checksums.by_header, source.attrs.checksums) if a), None)
 
 
+def _default_checksum(source: ObjectInfo) -> str | None:
+    """The source's checksums.DEFAULT value, if it has one of the whole object."""
+    sums = source.attrs.checksums
+    if sums.get("x-amz-checksum-type", checksums.FULL_OBJECT) != checksums.FULL_OBJECT:
+        return None
+    return sums.get(checksums.DEFAULT.header)
+
+
 async def _range_checksum(
     ctx: Context,
     source: ObjectInfo,
@@ -399,6 +407,10 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
             if algorithm is not None:
                 value = await _range_checksum(ctx, source, source_key, algorithm, start, length)
             sums = {algorithm.header: value} if algorithm is not None and value else {}
+            if algorithm is None and (start, length) == (0, source.size):
+                # For the default checksum Complete gives an upload without an algorithm;
+                # only a whole source's is known without reading it.
+                value = _default_checksum(source)
             if not _reuses_ciphertext(source, dest):
                 blob = await _reencrypt(ctx, source, source_key, start, length, dest)
                 part = await ctx.store.upload_part(

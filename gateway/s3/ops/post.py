@@ -203,7 +203,8 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         )
     checksum = checksums.parse_request(headers)
     lock = retention.lock_from_headers(headers, bucket)
-    computed = checksum.new() if checksum is not None else None
+    # A form without a checksum field gets AWS's default one, in the MD5's pass.
+    computed = checksum.new() if checksum is not None else checksums.DEFAULT.new()
     low, high = policy.length_range if policy and policy.length_range else (0, None)
     maximum = (
         ctx.settings.max_object_size if high is None else min(high, ctx.settings.max_object_size)
@@ -218,17 +219,22 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     )
     blob = await ctx.store.stage(
         _sized(reader.file_chunks(), maximum),
-        [computed] if computed else [],
+        [computed],
         encryption.encryption,
     )
     stored: dict[str, str] = {}
     try:
         if blob.size < low:
             raise S3Error("EntityTooSmall", ProposedSize=blob.size, MinSizeAllowed=low)
-        if checksum is not None and computed is not None:
+        if checksum is not None:
             value = checksum.check(computed, {})
             stored = {
                 checksum.algorithm.header: value,
+                "x-amz-checksum-type": checksums.FULL_OBJECT,
+            }
+        else:
+            stored = {
+                checksums.DEFAULT.header: computed.value(),
                 "x-amz-checksum-type": checksums.FULL_OBJECT,
             }
     except BaseException:
