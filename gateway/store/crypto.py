@@ -245,6 +245,11 @@ class DataKey:
     def to_bytes(self) -> bytes:
         return self.key + self.prefix + self.outer
 
+    def _nonce(self, index: int) -> bytes:
+        if not 0 <= index < MAX_CHUNKS:
+            raise ValueError("a blob has at most 2**32 chunks")
+        return self.prefix + index.to_bytes(4, "big")
+
     def _nonces(self, first: int, count: int) -> list[bytes]:
         if first < 0 or first + count > MAX_CHUNKS:
             raise ValueError("a blob has at most 2**32 chunks")
@@ -268,7 +273,7 @@ class DataKey:
         if gcm is None and 0 < len(data) <= CHUNK:
             # One chunk (a small body, sealed on the event loop): one call of `cryptography`
             # where libcrypto through ctypes takes six (docs/encryption.md, "Small objects").
-            sealed = self._aead.encrypt(self._nonces(first, 1)[0], data, None)
+            sealed = self._aead.encrypt(self._nonce(first), data, None)
         else:
             nonces = self._nonces(first, -(-len(data) // CHUNK))
             sealed = (gcm or _gcm).seal(self.key, nonces, data)
@@ -276,16 +281,17 @@ class DataKey:
 
     def open(self, sealed: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Decrypt stored chunks that start with the blob's chunk `first`."""
-        nonces = self._nonces(first, -(-len(sealed) // SEALED_CHUNK))
+        size = len(sealed)
         if self.outer:
             sealed = _outer_layer(self.outer, first, sealed)
         try:
-            if gcm is None and len(nonces) == 1:
+            if gcm is None and 0 < size <= SEALED_CHUNK:
                 # One chunk (a small object read back from the catalog): as in seal.
                 try:
-                    return self._aead.decrypt(nonces[0], sealed, None)
+                    return self._aead.decrypt(self._nonce(first), sealed, None)
                 except InvalidTag:
                     raise _ChunkFailed(0) from None
+            nonces = self._nonces(first, -(-size // SEALED_CHUNK))
             return (gcm or _gcm).open(self.key, nonces, sealed)
         except _ChunkFailed as failed:
             raise Tampered(f"chunk {first + failed.n} of an encrypted blob fails its tag") from None
