@@ -7,6 +7,7 @@ encrypts or decrypts anything.
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import ctypes
 import fcntl
@@ -122,8 +123,8 @@ class OpenSSLGcm:
     def seal(self, key: bytes, nonces: Sequence[bytes], data: bytes | memoryview) -> bytes:
         """Chunk n of `data` encrypted under nonces[n], each followed by its tag."""
         size = len(data)
-        if size <= CHUNK:
-            return self._seal_one(key, nonces[0], data) if size else b""
+        if not size:
+            return b""
         out = _new_bytes(None, stored_size(size))
         held, released = self.held, self.released
         outl = ctypes.byref(_c_int())
@@ -174,30 +175,6 @@ class OpenSSLGcm:
                     held.ERR_clear_error()
                     raise _ChunkFailed(n)
         return out
-
-    def _seal_one(self, key: bytes, nonce: bytes, data: bytes | memoryview) -> bytes:
-        """One chunk (a small body, sealed on the event loop): a handful of calls, with no
-        buffer to pin and the GIL kept unless the chunk is large."""
-        held = self.held
-        size = len(data)
-        out = ctypes.create_string_buffer(size + TAG)
-        outl = ctypes.byref(_c_int())
-        update = self.released if size >= GIL_MINSIZE else held
-        ctx = held.EVP_CIPHER_CTX_new()
-        if not ctx:
-            raise MemoryError("EVP_CIPHER_CTX_new failed")
-        try:
-            if not (
-                held.EVP_EncryptInit_ex(ctx, self.cipher, None, key, nonce)
-                and update.EVP_EncryptUpdate(ctx, out, outl, bytes(data), size)
-                and held.EVP_EncryptFinal_ex(ctx, out, outl)
-                and held.EVP_CIPHER_CTX_ctrl(ctx, _GET_TAG, TAG, ctypes.addressof(out) + size)
-            ):
-                held.ERR_clear_error()
-                raise OSError("AES-GCM encryption failed in libcrypto")
-        finally:
-            held.EVP_CIPHER_CTX_free(ctx)
-        return out.raw
 
 
 class _ChunkFailed(Exception):
@@ -258,8 +235,7 @@ class DataKey:
 
     @staticmethod
     def generate(dual: bool = False) -> DataKey:
-        raw = secrets.token_bytes(KEY_BYTES * (2 if dual else 1) + PREFIX_BYTES)
-        return DataKey.from_bytes(raw)
+        return DataKey.from_bytes(secrets.token_bytes(_raw_size(dual)))
 
     @staticmethod
     def from_bytes(raw: bytes) -> DataKey:
@@ -269,28 +245,61 @@ class DataKey:
     def to_bytes(self) -> bytes:
         return self.key + self.prefix + self.outer
 
+    def _nonce(self, index: int) -> bytes:
+        if not 0 <= index < MAX_CHUNKS:
+            raise ValueError("a blob has at most 2**32 chunks")
+        return self.prefix + index.to_bytes(4, "big")
+
     def _nonces(self, first: int, count: int) -> list[bytes]:
         if first < 0 or first + count > MAX_CHUNKS:
             raise ValueError("a blob has at most 2**32 chunks")
         prefix = self.prefix
         return [prefix + i.to_bytes(4, "big") for i in range(first, first + count)]
 
+    @property
+    def _aead(self) -> AESGCM:
+        # Made once and kept with the key: a data key the keyring keeps opened
+        # (Keyring._open_own) then costs no key set-up on the next GET of its object. (Not
+        # functools.cached_property: on Python 3.11 it takes a lock on every first use.)
+        aead = self.__dict__.get("_gcm")
+        if aead is None:
+            aead = AESGCM(self.key)
+            object.__setattr__(self, "_gcm", aead)
+        return aead
+
     def seal(self, data: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Encrypt `data`, whose chunk 0 is the blob's chunk `first` (every chunk full but
         possibly the last)."""
-        nonces = self._nonces(first, -(-len(data) // CHUNK))
-        sealed = (gcm or _gcm).seal(self.key, nonces, data)
+        if gcm is None and 0 < len(data) <= CHUNK:
+            # One chunk (a small body, sealed on the event loop): one call of `cryptography`
+            # where libcrypto through ctypes takes six (docs/encryption.md, "Small objects").
+            sealed = self._aead.encrypt(self._nonce(first), data, None)
+        else:
+            nonces = self._nonces(first, -(-len(data) // CHUNK))
+            sealed = (gcm or _gcm).seal(self.key, nonces, data)
         return _outer_layer(self.outer, first, sealed) if self.outer else sealed
 
     def open(self, sealed: bytes | memoryview, first: int, gcm: Gcm | None = None) -> bytes:
         """Decrypt stored chunks that start with the blob's chunk `first`."""
-        nonces = self._nonces(first, -(-len(sealed) // SEALED_CHUNK))
+        size = len(sealed)
         if self.outer:
             sealed = _outer_layer(self.outer, first, sealed)
         try:
+            if gcm is None and 0 < size <= SEALED_CHUNK:
+                # One chunk (a small object read back from the catalog): as in seal.
+                try:
+                    return self._aead.decrypt(self._nonce(first), sealed, None)
+                except InvalidTag:
+                    raise _ChunkFailed(0) from None
+            nonces = self._nonces(first, -(-size // SEALED_CHUNK))
             return (gcm or _gcm).open(self.key, nonces, sealed)
         except _ChunkFailed as failed:
             raise Tampered(f"chunk {first + failed.n} of an encrypted blob fails its tag") from None
+
+
+def _raw_size(dual: bool) -> int:
+    """The bytes of a data key, its nonce prefix and (dual) its outer key."""
+    return KEY_BYTES * (2 if dual else 1) + PREFIX_BYTES
 
 
 def _outer_layer(key: bytes, first: int, data: bytes | memoryview) -> bytes:
@@ -313,18 +322,23 @@ def _outer_layer(key: bytes, first: int, data: bytes | memoryview) -> bytes:
 # --- wrapping data keys ---------------------------------------------------------------------
 
 
-def _wrap(kek: bytes | AESGCM, label: str, secret: bytes) -> str:
+WRAP_NONCE = 12
+
+
+def _wrap(kek: bytes | AESGCM, label: str, secret: bytes, nonce: bytes | None = None) -> str:
     """`kek` as bytes, or as the AESGCM a Keyring keeps prepared for one of its own keys (a
-    customer's key is never kept)."""
+    customer's key is never kept). `nonce`: 12 fresh random bytes, when the caller drew them
+    with the secret (Encryption.new_key)."""
     aead = kek if isinstance(kek, AESGCM) else AESGCM(kek)
-    nonce = secrets.token_bytes(12)
+    if nonce is None:
+        nonce = secrets.token_bytes(WRAP_NONCE)
     sealed = aead.encrypt(nonce, secret, label.encode())
-    return f"{label}:{base64.b64encode(nonce + sealed).decode()}"
+    return f"{label}:{binascii.b2a_base64(nonce + sealed, newline=False).decode()}"
 
 
 def _unwrap(kek: bytes | AESGCM, sealed: str) -> bytes:
     label, _, text = sealed.rpartition(":")
-    raw = base64.b64decode(text)
+    raw = binascii.a2b_base64(text)
     aead = kek if isinstance(kek, AESGCM) else AESGCM(kek)
     try:
         return aead.decrypt(raw[:12], raw[12:], label.encode())
@@ -350,9 +364,13 @@ class Encryption:
     dual: bool = False  # DSSE-KMS: every new blob gets two layers (DataKey.outer)
 
     def new_key(self) -> tuple[DataKey, str]:
-        """A fresh data key and its sealed form for the manifest."""
-        key = DataKey.generate(self.dual)
-        return key, self.seal(key)
+        """A fresh data key and its sealed form for the manifest (the key, its prefix and the
+        wrapping's nonce from one draw of the system's random source)."""
+        size = _raw_size(self.dual)
+        raw = secrets.token_bytes(size + WRAP_NONCE)
+        secret = raw[:size]
+        key = DataKey.from_bytes(secret)
+        return key, _wrap(self.aead or self.kek, self.label, secret, raw[size:])
 
     def seal(self, key: DataKey) -> str:
         return _wrap(self.aead or self.kek, self.label, key.to_bytes())
@@ -434,6 +452,8 @@ class Keyring:
         self.kms_keys: dict[str, KmsKey] = {}
         self.aliases: dict[str, str] = {}
         self._prepared: dict[str, Encryption] = {}
+        # Data keys under the gateway's own keys, opened lately (see _open_own).
+        self._opened: dict[str, DataKey] = {}
 
     # --- loading ---
 
@@ -512,19 +532,39 @@ class Keyring:
         customer's key for SSE-C objects (WrongKey without it or with another)."""
 
         def open_key(sealed: str) -> DataKey:
+            found = self._opened.get(sealed)
+            if found is not None:
+                return found
             label = label_of(sealed)
             kind, _, ident = label.partition("/")
             if kind == S3 and ident in self.s3:
-                own = self._own(label, self.s3[ident])
-                return open_sealed(sealed, own.aead or own.kek)
+                return self._open_own(sealed, label, self.s3[ident])
             if kind == KMS and ident in self.kms_material:
-                own = self._own(label, self.kms_material[ident])
-                return open_sealed(sealed, own.aead or own.kek)
+                return self._open_own(sealed, label, self.kms_material[ident])
             if kind == CUSTOMER and customer_key is not None:
                 return open_sealed(sealed, customer_key)
             raise WrongKey(label_of(sealed))
 
         return open_key
+
+    # Opened data keys kept: enough for the objects a busy gateway reads again and again
+    # (each entry is a few hundred bytes), and bounded.
+    OPENED_MAX = 4096
+
+    def _open_own(self, sealed: str, label: str, kek: bytes) -> DataKey:
+        """A data key sealed under one of the gateway's own keys, kept once opened: a small
+        object read again costs no unwrap and no key set-up. Keeping it adds nothing to
+        what this process holds, since the key that opens it is held here anyway; a key
+        sealed under a customer's key is never kept (the customer must bring theirs every
+        time). A sealed key always opens to the same data key (no key of keys.json changes
+        under its id; a rotation re-wraps them only), so nothing kept goes stale."""
+        own = self._own(label, kek)
+        key = open_sealed(sealed, own.aead or own.kek)
+        opened = self._opened
+        if len(opened) >= self.OPENED_MAX:
+            del opened[next(iter(opened))]  # the oldest
+        opened[sealed] = key
+        return key
 
 
 def rotate_master(root: Path) -> str:

@@ -81,6 +81,72 @@ def test_openssl_and_cryptography_gcm_make_the_same_bytes() -> None:
         key.open(bytes(flipped), 0, openssl)
 
 
+def test_one_chunk_bodies_take_one_call_and_keep_the_format() -> None:
+    """A body of one chunk (a small object, sealed and opened on the event loop) goes through
+    one `cryptography` call rather than libcrypto's six: the stored bytes are the ones
+    libcrypto makes (objects written before open, and these open there), and a flipped,
+    moved, cut or foreign chunk still fails."""
+    openssl, fallback = crypto.OpenSSLGcm(), crypto.CryptographyGcm()
+    for key in (DataKey.generate(), DataKey.generate(dual=True)):
+        for size in (1, 4096, CHUNK - 1, CHUNK):
+            data = os.urandom(size)
+            sealed = key.seal(data, 3)
+            assert sealed == key.seal(data, 3, openssl) == key.seal(data, 3, fallback)
+            assert key.seal(memoryview(b"x" + data)[1:], 3) == sealed
+            assert key.open(sealed, 3) == data
+            assert key.open(sealed, 3, openssl) == data
+            flipped = bytearray(sealed)
+            flipped[size // 2] ^= 1
+            for bad, first in ((bytes(flipped), 3), (sealed, 4), (sealed[: crypto.TAG - 1], 3)):
+                with pytest.raises(crypto.Tampered, match=f"chunk {first} "):
+                    key.open(bad, first)
+            with pytest.raises(crypto.Tampered):
+                DataKey.generate(dual=bool(key.outer)).open(sealed, 3)
+
+
+def test_keyring_keeps_its_own_opened_keys_and_never_a_customers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data key sealed under the gateway's own keys is unwrapped once and kept (a small
+    object read again costs no unwrap), up to a bound; one sealed under a customer's key is
+    unwrapped every time and never opens without that key."""
+    unwraps: list[str] = []
+    unwrap = crypto._unwrap
+
+    def counted(kek: object, sealed: str) -> bytes:
+        unwraps.append(sealed)
+        return unwrap(kek, sealed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crypto, "_unwrap", counted)
+    ring = Keyring.load(tmp_path)
+    key, sealed = ring.sse_s3().new_key()
+    kms_key, kms_sealed = ring.kms(ring.kms_key(None)).new_key()
+    for _ in range(3):
+        assert ring.opener()(sealed) == key
+        assert ring.opener()(kms_sealed) == kms_key
+    assert unwraps == [sealed, kms_sealed]
+
+    customer = os.urandom(32)
+    c_key, c_sealed = crypto.customer(customer).new_key()
+    unwraps.clear()
+    assert ring.opener(customer)(c_sealed) == c_key
+    assert ring.opener(customer)(c_sealed) == c_key
+    assert unwraps == [c_sealed, c_sealed]
+    with pytest.raises(crypto.WrongKey):
+        ring.opener()(c_sealed)
+
+    # Bounded: past OPENED_MAX the oldest goes (and is unwrapped again when next read).
+    ring.OPENED_MAX = 3
+    fresh = [ring.sse_s3().new_key() for _ in range(4)]
+    unwraps.clear()
+    for k, s in fresh:
+        assert ring.opener()(s) == k
+    assert len(ring._opened) == 3
+    assert ring.opener()(fresh[-1][1]) == fresh[-1][0]
+    assert ring.opener()(fresh[0][1]) == fresh[0][0]
+    assert unwraps == [s for _, s in fresh] + [fresh[0][1]]
+
+
 def test_dual_layer_keys_encrypt_twice_and_still_detect_tampering(tmp_path: Path) -> None:
     """DSSE-KMS: a second, independent key encrypts the first layer's stored chunks again
     (AES-256-CTR over them as one stream, no bytes added); chunks still open from any index,
