@@ -1537,9 +1537,11 @@ def test_the_gateway_still_serves(world: World) -> None:
     assert world.s3.get_object(Bucket=BUCKET, Key="victim")["Body"].read() == VICTIM
     world.settled()
     world.server.stop()
-    data = str(world.server.data)
+    command = [sys.executable, "-m", "gateway", "fsck", "--data", str(world.server.data)]
+    if world.server.catalog is not None:
+        command += ["--catalog", world.server.catalog]
     done = subprocess.run(
-        [sys.executable, "-m", "gateway", "fsck", "--data", data, "--deep"],
+        [*command, "--deep"],
         capture_output=True,
         text=True,
         timeout=120,
