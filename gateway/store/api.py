@@ -233,6 +233,10 @@ class CatalogTx(CatalogReader, Protocol):
         renewed or committed meanwhile; their blob ids (whose files may go)."""
         ...
 
+    async def claim_id(self, proposed: str | None) -> str | None:
+        """The catalog's id; if it has none, `proposed` becomes it (None: only read)."""
+        ...
+
 
 class Catalog(Protocol):
     """A catalog backend: point reads, scans, and transactions."""
@@ -364,6 +368,11 @@ class BlobStore(Protocol):
 
     async def writable(self) -> bool:
         """Can it take new blobs now? (readiness)"""
+        ...
+
+    async def catalog_id(self, proposed: str | None) -> str | None:
+        """The id of the catalog whose blobs these are; if none is recorded, `proposed`
+        becomes it, durably, the first of concurrent claims winning (None: only read)."""
         ...
 
 

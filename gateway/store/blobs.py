@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from .errors import StoreError
+
 T = TypeVar("T")
 
 
@@ -75,6 +77,7 @@ class BlobFiles:
         self.blobs = root / "blobs"
         self.tmp = root / "tmp"
         self.trash = root / "trash"
+        self.id_file = root / "catalog-id"
         self.pool = pool
         for folder in (self.blobs, self.tmp, self.trash):
             folder.mkdir(parents=True, exist_ok=True)
@@ -144,6 +147,37 @@ class BlobFiles:
         except OSError:
             return False
         return True
+
+    async def catalog_id(self, proposed: str | None) -> str | None:
+        return await self._run(self._claim_id, proposed)
+
+    def _claim_id(self, proposed: str | None) -> str | None:
+        try:
+            found = self.id_file.read_text().strip()
+        except FileNotFoundError:
+            if proposed is None:
+                return None
+        else:
+            if not found:
+                raise StoreError(f"{self.id_file} is empty: it should name the folder's catalog")
+            return found
+        # Written whole and fsynced under tmp/, then linked into place: a link fails if the
+        # name exists, so of two claims at once exactly one lands, and never a torn file.
+        name = f"catalog-id.{secrets.token_hex(8)}"
+        fd = self.create_tmp(name)
+        try:
+            os.write(fd, f"{proposed}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(self.tmp / name, self.id_file)
+            _fsync_dir(self.id_file.parent)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(self.tmp / name)
+        return self._claim_id(None)
 
     # --- freeing -------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from .blobs import BlobFiles, FolderLock
 from .errors import StoreError
 from .model import NULL_VERSION, Extent, ObjectInfo
 from .reader import decrypted
-from .store import leftover_files
+from .store import leftover_files, paired
 
 READ_CHUNK = 1 << 20
 
@@ -184,13 +184,11 @@ async def _check(
     if deep:
         await _check_bytes(catalog, files, report, checksum_of, keys)
     if repair:
-        if not blobs and leftovers:
-            # Store.check_folder's case: these files are another catalog's objects.
-            raise StoreError(
-                f"{len(leftovers)} blob files and a catalog that knows no blob: they are "
-                "another catalog's objects (--catalog), not a crash's leftovers; nothing was "
-                "repaired"
-            )
+        try:
+            await paired(catalog, files, claim=False)
+        except StoreError as exc:
+            # Files another catalog references are not a crash's leftovers.
+            raise StoreError(f"{exc}; nothing was repaired") from None
         await _repair(catalog, files, report, leftovers)
     return report
 

@@ -125,24 +125,12 @@ class Store:
         return tmp, orphans
 
     async def check_folder(self) -> None:
-        """Refuse a data folder whose blob files another catalog references.
-
-        A new, empty catalog over a folder that holds blob files is a gateway started without
-        its --catalog (a SQLite catalog made where PostgreSQL held the rows) or on a database
-        nobody migrated into. Serving would call every file an orphan: the start-up sweep and
-        the reclaimer would delete them all. Every start asks, alone or joining other nodes."""
-        async with contextlib.aclosing(self.catalog.audit.audit_blobs()) as rows:
-            async for _ in rows:
-                return  # the catalog knows blobs: its own folder
-        async with contextlib.aclosing(self.files.walk()) as found:
-            async for _ in found:
-                raise errors.StoreError(
-                    "it holds blob files but this catalog knows no blob: they are another "
-                    "catalog's objects (start with the catalog that served the folder, "
-                    "--catalog / S3GW_CATALOG, or move a SQLite catalog with s3gw migrate; "
-                    "only if every object was deleted are they orphans: remove blobs/ then); "
-                    "nothing was changed"
-                )
+        """Refuse a data folder whose blob files another catalog references (`paired`);
+        pair them if neither has met another. Every start asks, alone or joining others."""
+        try:
+            await paired(self.catalog, self.files, claim=True)
+        except errors.StoreError as exc:
+            raise errors.StoreError(f"{exc}; nothing was changed") from None
 
     def totals(self) -> tuple[int, int]:
         """(objects, bytes) stored; blocking, from any thread."""
@@ -1030,6 +1018,49 @@ async def _require_unchanged(reader: CatalogReader, source: ObjectInfo) -> None:
         raise errors.SourceChanged()
     if found.extents != source.extents or found.etag != source.etag:
         raise errors.SourceChanged()
+
+
+async def paired(catalog: Catalog, files: BlobStore, *, claim: bool) -> None:
+    """Raise StoreError unless `files` hold this catalog's blobs: else the start-up sweep,
+    the reclaimer and fsck's repair would delete another catalog's objects as orphans.
+
+    A new, empty catalog over a folder that holds blob files is a gateway started without its
+    --catalog (a SQLite catalog made where PostgreSQL held the rows) or on a database nobody
+    migrated into. A catalog that holds objects of its own is told apart by its id, which the
+    folder records too: the first start of a pair gives both the same one (with `claim`) and
+    every later start compares them."""
+    knows = False
+    async with contextlib.aclosing(catalog.audit.audit_blobs()) as rows:
+        async for _ in rows:
+            knows = True
+            break
+    if not knows:
+        async with contextlib.aclosing(files.walk()) as found:
+            async for _ in found:
+                raise errors.StoreError(
+                    "it holds blob files but this catalog knows no blob: they are another "
+                    "catalog's objects (start with the catalog that served the folder, "
+                    "--catalog / S3GW_CATALOG, or move a SQLite catalog with s3gw migrate; "
+                    "only if every object was deleted are they orphans: remove blobs/ then)"
+                )
+    folder = await files.catalog_id(None)
+    ours, _ = await catalog.write(lambda tx: tx.claim_id(None))
+    if ours is None and folder is not None and knows:
+        raise errors.StoreError(
+            f"its blob files are catalog {folder}'s, and this catalog, which holds objects, "
+            "has no id: it is another catalog (--catalog / S3GW_CATALOG), or one that served "
+            "this folder before catalogs had ids (then remove the folder's catalog-id file)"
+        )
+    if claim and ours is None:
+        proposed = folder or secrets.token_hex(16)
+        ours, _ = await catalog.write(lambda tx: tx.claim_id(proposed))
+    if claim and folder is None and ours is not None:
+        folder = await files.catalog_id(ours)
+    if folder is not None and ours is not None and folder != ours:
+        raise errors.StoreError(
+            f"its blob files are catalog {folder}'s, not this catalog's ({ours}): start with "
+            "the catalog that served the folder (--catalog / S3GW_CATALOG)"
+        )
 
 
 async def leftover_files(reader: CatalogReader, blobs: BlobStore) -> AsyncIterator[list[Stray]]:

@@ -652,6 +652,15 @@ class PostgresTx(ConnReader):
             return
         await self._run("DELETE FROM blob_intents WHERE blob_id = ANY(%s)", (list(blob_ids),))
 
+    async def claim_id(self, proposed: str | None) -> str | None:
+        if proposed is not None:
+            await self._run(
+                "INSERT INTO catalog_id (one, id) VALUES (1, %s) ON CONFLICT (one) DO NOTHING",
+                (proposed,),
+            )
+        row = await self._one("SELECT id FROM catalog_id")
+        return row[0] if row else None
+
     async def take_expired_intents(self, now_ns: int, limit: int) -> list[str]:
         # The expiry is judged again on each row as the DELETE locks it: an intent renewed
         # or committed (deleted) meanwhile by its writer is skipped. No SKIP LOCKED: two

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -126,6 +126,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             expires_ns  bigint NOT NULL
         )""",
         "CREATE INDEX IF NOT EXISTS blob_intents_by_expiry ON blob_intents (expires_ns)",
+    ),
+    # The catalog's id, also recorded in its data folder (Store.check_folder); one row.
+    6: (
+        """CREATE TABLE IF NOT EXISTS catalog_id (
+            one integer PRIMARY KEY CHECK (one = 1),
+            id  text NOT NULL
+        )""",
     ),
 }
 

@@ -467,6 +467,14 @@ class SqliteTx(SqliteReader):
         )
         return [blob_id for (blob_id,) in rows.fetchall()]
 
+    async def claim_id(self, proposed: str | None) -> str | None:
+        if proposed is not None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO catalog_id (one, id) VALUES (1, ?)", (proposed,)
+            )
+        row = self.conn.execute("SELECT id FROM catalog_id").fetchone()
+        return row[0] if row else None
+
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(
             f"DELETE FROM parts WHERE upload_id = ? RETURNING {PART_COLUMNS}", (upload_id,)

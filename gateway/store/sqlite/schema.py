@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
@@ -101,6 +101,10 @@ CREATE TABLE IF NOT EXISTS blob_intents (
     expires_ns  INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS blob_intents_by_expiry ON blob_intents (expires_ns);
+CREATE TABLE IF NOT EXISTS catalog_id (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    id  TEXT NOT NULL
+);
 """
 
 
@@ -142,6 +146,8 @@ def initialise(path: Path) -> None:
             # 5: bucket configurations (CORS, policy, ACL, ...): none set yet.
             steps.append("ALTER TABLE buckets ADD COLUMN settings TEXT;")
         # 6: blob intents, a table of its own made by SCHEMA (empty: no write in flight).
+        # 7: the catalog's id, also recorded in its data folder (Store.check_folder): made by
+        # SCHEMA, empty until the next start claims one.
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
