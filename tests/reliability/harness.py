@@ -375,9 +375,10 @@ def referenced_files(data: Path) -> set[Path]:
     return {data / "blobs" / b[:2] / b[2:4] / b for b in files}
 
 
-def fsck(data: Path, deep: bool = True) -> tuple[int, list[str], str]:
+def fsck(data: Path, deep: bool = True, catalog: str | None = None) -> tuple[int, list[str], str]:
     """(exit status, DAMAGE lines, whole output) of `s3gw fsck` (the gateway must be stopped)."""
     cmd = [sys.executable, "-m", "gateway", "fsck", "--data", str(data)]
+    cmd += ["--catalog", catalog] if catalog else []
     done = subprocess.run(
         [*cmd, "--deep"] if deep else cmd, capture_output=True, text=True, timeout=300
     )
@@ -439,10 +440,16 @@ class Workload:
 
 class Worker(threading.Thread):
     def __init__(
-        self, workload: Workload, seed: str, checksums: bool = False, max_ops: int | None = None
+        self,
+        workload: Workload,
+        seed: str,
+        checksums: bool = False,
+        max_ops: int | None = None,
+        url: str | None = None,
     ) -> None:
         super().__init__(name=f"worker-{seed}", daemon=True)
         self.w = workload
+        self.url = url  # None: the workload's (one gateway); else this worker's node
         self.rng = random.Random(seed)
         self.checksums = checksums
         self.max_ops = max_ops
@@ -450,7 +457,7 @@ class Worker(threading.Thread):
         self.ops = 0
 
     def run(self) -> None:
-        self.s3 = client(self.w.url, self.checksums)
+        self.s3 = client(self.url or self.w.url, self.checksums)
         names = list(self.w.weights)
         weights = [self.w.weights[n] for n in names]
         try:
