@@ -502,9 +502,10 @@ class StoredChecksum:
 
 def stored_checksum(stored: Mapping[str, str], part_sizes: Sequence[int]) -> StoredChecksum | None:
     """A checker for the checksum an object was stored with (its `x-amz-checksum-<alg>`
-    value), or a pending part's (`{"algorithm": name, "value": v}`), or None if it has none."""
-    if "algorithm" in stored:
-        alg = algorithm(stored["algorithm"])
+    value), or a pending part's (`{"algorithm": name, "value": v}`; no name: the DEFAULT an
+    upload without an algorithm keeps), or None if it has none."""
+    if "value" in stored:
+        alg = algorithm(stored["algorithm"]) if "algorithm" in stored else DEFAULT
         value = stored.get("value")
     else:
         found = [(by_header(k), v) for k, v in stored.items() if k not in _NOT_VALUES]

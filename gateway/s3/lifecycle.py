@@ -23,6 +23,9 @@ DAY_NS = 86_400 * 10**9
 MAX_RULES = 1000
 MAX_ID_CHARS = 255
 MAX_LIFECYCLE_XML = 1024 * 1024
+# A rule's elements: ID, Status, a Filter with And, Prefix, sizes and tags, its actions with
+# their fields (about 30 with a few tags); 64 each leaves room for more tags.
+MAX_LIFECYCLE_ELEMENTS = 1 + 64 * MAX_RULES
 STORAGE_CLASSES = {
     "GLACIER",
     "STANDARD_IA",
@@ -102,7 +105,7 @@ def expiration_header(
 def with_ids(body: bytes) -> str:
     """The document to keep: a rule sent without an ID gets one, as AWS gives it (and lists
     it by)."""
-    root = xml.parse(body)
+    root = xml.parse(body, MAX_LIFECYCLE_ELEMENTS)
     for rule in root.findall("Rule"):
         if not xml.child_text(rule, "ID"):
             for old in rule.findall("ID"):
@@ -117,7 +120,7 @@ def with_ids(body: bytes) -> str:
 
 
 def parse(body: bytes) -> tuple[Rule, ...]:
-    root = xml.parse(body)
+    root = xml.parse(body, MAX_LIFECYCLE_ELEMENTS)
     if root.tag != "LifecycleConfiguration":
         raise S3Error("MalformedXML")
     elements = root.findall("Rule")

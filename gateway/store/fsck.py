@@ -203,8 +203,9 @@ class ChecksumCheck(Protocol):
     def actual(self) -> str: ...
 
 
-# From what the store kept (an object's checksums, or a pending part's `{"algorithm", "value"}`)
-# and the part sizes, a checker, or None: the protocol layer knows the algorithms.
+# From what the store kept (an object's checksums, or a pending part's `{"algorithm", "value"}`,
+# without "algorithm" for the default one) and the part sizes, a checker, or None: the protocol
+# layer knows the algorithms.
 ChecksumOf = Callable[[Mapping[str, str], Sequence[int]], ChecksumCheck | None]
 
 
@@ -236,10 +237,15 @@ async def _stored(catalog: Catalog) -> AsyncIterator[_Stored]:
         yield _Stored(owner, obj.extents, md5s, sse_c, multipart, obj.parts, obj.attrs.checksums)
     async for part, upload in catalog.audit.audit_parts():
         owner = f"upload {part.upload_id} part {part.number}"
-        algorithm = upload.attrs.checksums.get("algorithm") if upload else None
-        stored = {"algorithm": algorithm, "value": part.checksum} if algorithm else {}
-        if part.checksum is None:
-            stored = {}
+        # A part of an upload that named no algorithm keeps the default checksum, for Complete
+        # to combine: a `value` without an `algorithm` (ChecksumOf knows which that is). A part
+        # whose upload is gone has no algorithm to go by.
+        stored: dict[str, str] = {}
+        if upload is not None and part.checksum is not None:
+            stored["value"] = part.checksum
+            algorithm = upload.attrs.checksums.get("algorithm")
+            if algorithm:
+                stored["algorithm"] = algorithm
         md5s = [(owner, part.etag)] if upload is None or upload.attrs.etag_is_md5 else []
         sse_c = upload is not None and upload.attrs.sse_key is not None
         yield _Stored(owner, part.extents, md5s, sse_c, None, (), stored)

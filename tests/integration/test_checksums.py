@@ -396,6 +396,44 @@ def test_a_multipart_upload_without_an_algorithm_gets_the_default_crc64nvme(plai
     assert attrs["ObjectParts"] == {"TotalPartsCount": 2}
 
 
+@pytest.mark.parametrize("encryption", [None, "AES256"])  # shared blobs; bytes re-encrypted
+def test_a_partial_part_copy_counts_in_the_default_crc64nvme(plain_s3, bucket, encryption):
+    # A ranged UploadPartCopy reads its range (its ETag is the range's MD5): its default
+    # checksum is computed in the same pass, as UploadPart's is, so Complete's FULL_OBJECT
+    # CRC64NVME is the whole object's.
+    s3 = plain_s3
+    first, source = os.urandom(5 * 1024 * 1024), os.urandom(3000)
+    s3.put_object(Bucket=bucket, Key="src", Body=source)
+    sse = {"ServerSideEncryption": encryption} if encryption else {}
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="k", **sse)["UploadId"]
+    one = s3.upload_part(Bucket=bucket, Key="k", UploadId=uid, PartNumber=1, Body=first)
+    two = s3.upload_part_copy(
+        Bucket=bucket,
+        Key="k",
+        UploadId=uid,
+        PartNumber=2,
+        CopySource=f"{bucket}/src",
+        CopySourceRange="bytes=100-2099",
+    )["CopyPartResult"]
+    assert two["ETag"] == f'"{hashlib.md5(source[100:2100]).hexdigest()}"'
+    assert not [k for k in two if k.startswith("Checksum")]  # the default is not announced
+    done = s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="k",
+        UploadId=uid,
+        MultipartUpload={
+            "Parts": [
+                {"PartNumber": 1, "ETag": one["ETag"]},
+                {"PartNumber": 2, "ETag": two["ETag"]},
+            ]
+        },
+    )
+    want = crc64nvme(first + source[100:2100])
+    assert (done["ChecksumCRC64NVME"], done["ChecksumType"]) == (want, "FULL_OBJECT")
+    head = s3.head_object(Bucket=bucket, Key="k", ChecksumMode="ENABLED")
+    assert (head["ChecksumCRC64NVME"], head["ChecksumType"]) == (want, "FULL_OBJECT")
+
+
 def test_a_part_sent_with_another_checksum_still_counts_in_the_default(plain_s3, bucket):
     s3 = plain_s3
     data = os.urandom(1000)

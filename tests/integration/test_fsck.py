@@ -284,3 +284,36 @@ def test_deep_recomputes_the_stored_checksums(fresh_gateway):
     assert any(
         line.startswith(f"DAMAGE: upload {pending['UploadId']} part 1: checksum") for line in damage
     )
+
+
+def test_deep_recomputes_the_default_checksum_of_pending_parts(fresh_gateway):
+    """A part of an upload that named no algorithm keeps the default CRC64NVME for Complete:
+    a flipped byte in its file is checksum damage, as it is for an object's."""
+    s3 = fresh_gateway.client(request_checksum_calculation="when_required")
+    s3.create_bucket(Bucket="parts")
+    s3.put_object(Bucket="parts", Key="src", Body=os.urandom(300 * 1024))
+    pending = s3.create_multipart_upload(Bucket="parts", Key="pending")["UploadId"]
+    s3.upload_part(
+        Bucket="parts", Key="pending", UploadId=pending, PartNumber=1, Body=os.urandom(200 * 1024)
+    )
+    # A ranged copy: a slice of the source's blob, whose default checksum is checked too.
+    s3.upload_part_copy(
+        Bucket="parts",
+        Key="pending",
+        UploadId=pending,
+        PartNumber=2,
+        CopySource="parts/src",
+        CopySourceRange="bytes=10-99999",
+    )
+    fresh_gateway.stop()
+    data = fresh_gateway.data
+    clean = fsck(data, "--deep")
+    assert clean.returncode == 0, clean.stdout
+
+    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+        (manifest,) = conn.execute("SELECT manifest FROM parts WHERE number = 1").fetchone()
+    _flip_byte(_blob_path(data, json.loads(manifest)[0][0]), 5000)
+    deep = fsck(data, "--deep")
+    assert deep.returncode == 1, deep.stdout
+    assert f"DAMAGE: upload {pending} part 1: checksum" in deep.stdout
+    assert f"upload {pending} part 2" not in deep.stdout

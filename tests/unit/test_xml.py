@@ -199,6 +199,81 @@ def test_parse_rejects_as_malformed_xml(body: bytes) -> None:
     assert info.value.status == 400
 
 
+def _utf16(document: bytes, codec: str) -> bytes:
+    """The document in UTF-16 (with a BOM for "utf-16"), saying so in its declaration."""
+    text = document.decode().replace('<?xml version="1.0"?>', "")
+    return ('<?xml version="1.0" encoding="UTF-16"?>' + text).encode(codec)
+
+
+DTDS = {
+    "billion-laughs": BILLION_LAUGHS,
+    "internal-entity": b'<!DOCTYPE A [<!ENTITY e "x">]><A>&e;</A>',
+    "external-entity": b'<!DOCTYPE A [<!ENTITY e SYSTEM "file:///etc/passwd">]><A>&e;</A>',
+    "parameter-entity": b'<!DOCTYPE A [<!ENTITY % p SYSTEM "http://127.0.0.1:9/p"> %p;]><A/>',
+    "unused-entity": b'<!DOCTYPE A [<!ENTITY e "x">]><A/>',
+    "bare-doctype": b"<!DOCTYPE A><A/>",
+}
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("name", list(DTDS))
+def test_parse_rejects_a_dtd_in_utf16(name: str, codec: str) -> None:
+    with pytest.raises(S3Error) as info:
+        xml.parse(_utf16(DTDS[name], codec))
+    assert info.value.code == "MalformedXML"
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_parse_reads_utf16(codec: str) -> None:
+    """The control for the test above: UTF-16 itself is read, so the DTD is what is refused."""
+    root = xml.parse(
+        _utf16(f'<Delete xmlns="{NS}"><Object><Key>é</Key></Object></Delete>'.encode(), codec)
+    )
+    assert root.tag == "Delete"
+    assert xml.child_text(root.find("Object"), "Key") == "é"  # type: ignore[arg-type]
+
+
+def _nested(depth: int) -> bytes:
+    return b"<a>" * depth + b"</a>" * depth
+
+
+def test_parse_takes_documents_to_the_depth_limit() -> None:
+    root = xml.parse(_nested(xml.MAX_DEPTH))
+    assert len(list(root.iter())) == xml.MAX_DEPTH
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _nested(xml.MAX_DEPTH + 1),
+        _nested(200_000),  # 1.4 MB: refused at the 33rd level, not built
+        b"<a>" * 500_000,  # never closed
+    ],
+    ids=["one-too-deep", "deep", "deep-unclosed"],
+)
+def test_parse_refuses_deeper_documents(body: bytes) -> None:
+    with pytest.raises(S3Error) as info:
+        xml.parse(body)
+    assert info.value.code == "MalformedXML"
+
+
+@pytest.mark.parametrize("limit", [1, 3, 6002])
+def test_parse_counts_elements(limit: int) -> None:
+    """`max_elements` elements are taken, one more is refused, however they nest."""
+    flat = b"<r>" + b"<a/>" * (limit - 1) + b"</r>"
+    assert len(list(xml.parse(flat, limit).iter())) == limit
+    with pytest.raises(S3Error) as info:
+        xml.parse(b"<r>" + b"<a/>" * limit + b"</r>", limit)
+    assert info.value.code == "MalformedXML"
+
+
+def test_parse_refuses_a_flat_body_past_the_default_limit() -> None:
+    """A DeleteObjects-sized body of 214,000 empty elements (1.5 MB)."""
+    with pytest.raises(S3Error) as info:
+        xml.parse(b"<Delete>" + b"<a></a>" * 214_000 + b"</Delete>")
+    assert info.value.code == "MalformedXML"
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200) | st.text(max_size=100).map(str.encode))
 def test_parse_raises_only_malformed_xml(body: bytes) -> None:

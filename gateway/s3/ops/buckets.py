@@ -1,10 +1,12 @@
 """ListBuckets, CreateBucket (with its ownership controls, public access block and ACL),
-HeadBucket, DeleteBucket, GetBucketLocation, Get/PutBucketVersioning."""
+HeadBucket, DeleteBucket, GetBucketLocation, Get/PutBucketVersioning; the DELETE of a bucket's
+configuration documents (`delete_setting`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -189,6 +191,18 @@ async def put_bucket_versioning(ctx: Context) -> web.StreamResponse:
         raise S3Error("IllegalVersioningConfigurationException")
     await ctx.store.set_versioning(ctx.bucket, status)
     return web.Response()
+
+
+def delete_setting(name: str) -> Callable[[Context], Awaitable[web.StreamResponse]]:
+    """DeleteBucketCors, DeleteBucketTagging, DeleteBucketPolicy and the like: forget the
+    bucket's `name` document, 204 whether or not it had one (AWS's recorded answers). Who may
+    is decided before, by the operation's name, as for every operation."""
+
+    async def delete(ctx: Context) -> web.StreamResponse:
+        await ctx.store.set_bucket_setting(ctx.bucket, name, None)
+        return web.Response(status=204)
+
+    return delete
 
 
 OPERATIONS = {

@@ -149,29 +149,39 @@ def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:
     return next((a for a in map(checksums.by_header, source.attrs.checksums) if a), None)
 
 
-def _default_checksum(source: ObjectInfo) -> str | None:
-    """The source's checksums.DEFAULT value, if it has one of the whole object."""
+def _whole_checksum(source: ObjectInfo, algorithm: checksums.Algorithm) -> str | None:
+    """The source's own `algorithm` checksum of its whole bytes (FULL_OBJECT), if it has one:
+    known without reading them."""
     sums = source.attrs.checksums
     if sums.get("x-amz-checksum-type", checksums.FULL_OBJECT) != checksums.FULL_OBJECT:
         return None
-    return sums.get(checksums.DEFAULT.header)
+    return sums.get(algorithm.header)
 
 
-async def _range_checksum(
+async def _hash_range(
     ctx: Context,
     source: ObjectInfo,
     source_key: bytes | None,
-    algorithm: checksums.Algorithm,
     start: int,
     length: int,
-) -> str:
-    """The checksum of a range of the source's bytes, read and hashed off the event loop."""
-    checksum = algorithm.new()
+    digests: list[digest.Digest],
+) -> None:
+    """Read a range of the source's bytes once into each of `digests`, each piece hashed off
+    the event loop while the next is read."""
+
+    def update(piece: bytes) -> None:
+        for d in digests:
+            d.update(piece)
+
     loop = asyncio.get_running_loop()
+    hashing: asyncio.Future[None] | None = None
     async with _opened(ctx, source, source_key) as reader:
         async for piece in reader.chunks(start, length):
-            await loop.run_in_executor(ctx.store.pool, checksum.update, piece)
-    return checksum.value()
+            if hashing is not None:
+                await hashing
+            hashing = loop.run_in_executor(ctx.store.pool, update, piece)
+        if hashing is not None:
+            await hashing
 
 
 async def _copy_checksum(
@@ -181,11 +191,11 @@ async def _copy_checksum(
     algorithm's whole-object value, else computed from the source's bytes. AWS answers a copy
     asked for another algorithm with that algorithm's FULL_OBJECT checksum (LocalStack's AWS
     recordings of test_s3_copy_object_with_checksum, Feb 2026)."""
-    kind = source.attrs.checksums.get("x-amz-checksum-type", checksums.FULL_OBJECT)
-    known = source.attrs.checksums.get(algorithm.header)
-    if known is not None and kind == checksums.FULL_OBJECT:
-        return {algorithm.header: known, "x-amz-checksum-type": checksums.FULL_OBJECT}
-    value = await _range_checksum(ctx, source, source_key, algorithm, 0, source.size)
+    value = _whole_checksum(source, algorithm)
+    if value is None:
+        checksum = algorithm.new()
+        await _hash_range(ctx, source, source_key, 0, source.size, [checksum])
+        value = checksum.value()
     return {algorithm.header: value, "x-amz-checksum-type": checksums.FULL_OBJECT}
 
 
@@ -217,10 +227,12 @@ async def _reencrypt(
     start: int,
     length: int,
     dest: sse.Requested,
+    observers: list[digest.Digest] | None = None,
 ) -> StagedBlob:
-    """Stream the source's plaintext (a range of it) through a new blob under `dest`."""
+    """Stream the source's plaintext (a range of it) through a new blob under `dest`, hashed
+    on the way into `observers` too."""
     async with _opened(ctx, source, source_key) as reader:
-        return await ctx.store.stage(reader.chunks(start, length), (), dest.encryption)
+        return await ctx.store.stage(reader.chunks(start, length), observers or (), dest.encryption)
 
 
 @contextlib.asynccontextmanager
@@ -386,11 +398,13 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
     ref = parse_copy_source(ctx.headers["x-amz-copy-source"])
     dest = part_encryption(ctx, upload)
-    # An upload with a checksum algorithm needs every part's (Complete combines them): AWS
-    # computes the copied range's and answers it in CopyPartResult (LocalStack's AWS
-    # recordings of test_multipart_upload_part_copy_checksum).
+    # The part's checksum: the upload's algorithm's, which Complete needs of every part (AWS
+    # computes the copied range's and answers it: LocalStack's AWS recordings of
+    # test_multipart_upload_part_copy_checksum); without one, the default, unannounced, that
+    # Complete combines into the object's as it does UploadPart's.
     name = upload.attrs.checksums.get("algorithm")
     algorithm = checksums.algorithm(name) if name else None
+    wanted = algorithm or checksums.DEFAULT
     for _attempt in range(ATTEMPTS):
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
@@ -402,38 +416,57 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
                 f"copy source: {MAX_COPY_SIZE}",
             )
         answer.update(sse.echo(upload.attrs))
+        whole = (start, length) == (0, source.size)
+        value = _whole_checksum(source, wanted) if whole else None
+        checksum = wanted.new() if value is None else None
         try:
-            value = None
-            if algorithm is not None:
-                value = await _range_checksum(ctx, source, source_key, algorithm, start, length)
-            sums = {algorithm.header: value} if algorithm is not None and value else {}
-            if algorithm is None and (start, length) == (0, source.size):
-                # For the default checksum Complete gives an upload without an algorithm;
-                # only a whole source's is known without reading it.
-                value = _default_checksum(source)
             if not _reuses_ciphertext(source, dest):
-                blob = await _reencrypt(ctx, source, source_key, start, length, dest)
+                observers = [checksum] if checksum is not None else None
+                blob = await _reencrypt(ctx, source, source_key, start, length, dest, observers)
+                value = checksum.value() if checksum is not None else value
                 part = await ctx.store.upload_part(
                     upload, number, blob, value, dest.etag(blob.md5.hex())
                 )
+                sums = _announced(algorithm, value)
                 return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
-            learnt = None
+            etag, learnt, md5 = "", None, None
             if not dest.etag_is_md5:
                 etag = dest.etag("")
-            elif (start, length) == (0, source.size):
+            elif whole and _known_md5(source):
                 etag, learnt = await _whole_md5(ctx, source, source_key)
             else:
                 # The part's ETag is the MD5 of the copied range: read, but never written.
-                md5 = await ctx.store.content_md5(source, start, length, source_key)
-                etag = md5.hex()
+                md5 = digest.md5()
+            # The upload's algorithm is read for; the default only in a pass that reads the
+            # range anyway (its MD5): a copy that needs neither stays metadata only, and
+            # Complete then gives the object no default checksum.
+            summed = checksum if md5 is not None or algorithm is not None else None
+            digests = [d for d in (md5, summed) if d is not None]
+            if digests:
+                await _hash_range(ctx, source, source_key, start, length, digests)
+            if summed is not None:
+                value = summed.value()
+            if md5 is not None:
+                metrics.MD5_BYTES.inc(length)
+                etag = md5.hexdigest()
+                if whole:
+                    metrics.COPY_ETAGS.labels("computed").inc()
+                    # An SSE-C object keeps no MD5 of its bytes (docs/encryption.md).
+                    learnt = etag if source.attrs.sse_key is None else None
             rewrap = dest.encryption if dest.server_managed else None
             part = await ctx.store.upload_part_copy(
                 upload, number, source, start, length, etag, learnt, rewrap, value
             )
         except SourceChanged:
             continue
+        sums = _announced(algorithm, value)
         return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
     raise S3Error("SlowDown")
+
+
+def _announced(algorithm: checksums.Algorithm | None, value: str | None) -> dict[str, str]:
+    """The checksum CopyPartResult names: the upload's algorithm's, never the default."""
+    return {algorithm.header: value} if algorithm is not None and value is not None else {}
 
 
 OPERATIONS = {"CopyObject": copy_object, "UploadPartCopy": upload_part_copy}

@@ -16,6 +16,7 @@ from .. import cors
 from ..context import Context
 from ..errors import S3Error
 from ..router import Endpoint
+from .buckets import delete_setting
 from .objects import content_md5, require_integrity_header
 
 # "The document is limited to 64 KB in size" (PutBucketCors).
@@ -43,12 +44,6 @@ async def put_bucket_cors(ctx: Context) -> web.StreamResponse:
 async def get_bucket_cors(ctx: Context) -> web.StreamResponse:
     stored = ctx.setting(cors.SETTING, "NoSuchCORSConfiguration")
     return web.Response(body=stored.encode(), content_type="application/xml")
-
-
-async def delete_bucket_cors(ctx: Context) -> web.StreamResponse:
-    # 204 whether or not there was a configuration (AWS's recorded answer).
-    await ctx.store.set_bucket_setting(ctx.bucket, cors.SETTING, None)
-    return web.Response(status=204)
 
 
 async def preflight(store: Store, request: web.Request, target: Endpoint) -> web.StreamResponse:
@@ -97,5 +92,5 @@ async def preflight(store: Store, request: web.Request, target: Endpoint) -> web
 OPERATIONS = {
     "PutBucketCors": put_bucket_cors,
     "GetBucketCors": get_bucket_cors,
-    "DeleteBucketCors": delete_bucket_cors,
+    "DeleteBucketCors": delete_setting(cors.SETTING),
 }

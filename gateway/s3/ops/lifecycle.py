@@ -7,6 +7,7 @@ from aiohttp import web
 
 from .. import lifecycle
 from ..context import Context
+from .buckets import delete_setting
 from .objects import require_integrity_header
 
 SETTING = "lifecycle"
@@ -30,13 +31,8 @@ async def put_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse
     return web.Response()
 
 
-async def delete_bucket_lifecycle_configuration(ctx: Context) -> web.StreamResponse:
-    await ctx.store.set_bucket_setting(ctx.bucket, SETTING, None)
-    return web.Response(status=204)
-
-
 OPERATIONS = {
     "GetBucketLifecycleConfiguration": get_bucket_lifecycle_configuration,
     "PutBucketLifecycleConfiguration": put_bucket_lifecycle_configuration,
-    "DeleteBucketLifecycleConfiguration": delete_bucket_lifecycle_configuration,
+    "DeleteBucketLifecycleConfiguration": delete_setting(SETTING),
 }

@@ -9,7 +9,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from ... import digest
-from ...limits import MAX_COMPLETE_XML, MAX_PART_SIZE
+from ...limits import MAX_COMPLETE_XML, MAX_PART_NUMBER, MAX_PART_SIZE
 from ...store import Part, Upload
 from ...store.model import NULL_VERSION
 from .. import checksums, retention, sse, xml
@@ -121,11 +121,15 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
     )
 
 
+# The root, and each Part with PartNumber, ETag and the five Checksum* members AWS defines.
+COMPLETE_ELEMENTS = 1 + 8 * MAX_PART_NUMBER
+
+
 async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.upload_id
     condition = await write_condition(ctx)
-    root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML))
+    root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML), COMPLETE_ELEMENTS)
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
     chosen: list[tuple[int, str]] = []

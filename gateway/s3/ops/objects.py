@@ -534,6 +534,11 @@ async def delete_object(ctx: Context) -> web.StreamResponse:
     return web.Response(status=204, headers=headers)
 
 
+# Delete, Quiet, and each Object with Key, VersionId, ETag, LastModifiedTime and Size: a body
+# with more elements names more keys than DeleteObjects takes (MalformedXML, as for 1,001).
+DELETE_ELEMENTS = 2 + 6 * MAX_DELETE_KEYS
+
+
 async def delete_objects(ctx: Context) -> web.StreamResponse:
     require_integrity_header(ctx)
     bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record, strict=False)
@@ -541,7 +546,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
     body = await ctx.read_xml(MAX_DELETE_XML)
     if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
         raise S3Error("BadDigest")
-    root = xml.parse(body)
+    root = xml.parse(body, DELETE_ELEMENTS)
     if root.tag != "Delete":
         raise S3Error("MalformedXML")
     quiet = (xml.child_text(root, "Quiet") or "").strip().lower() == "true"

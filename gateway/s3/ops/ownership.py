@@ -22,6 +22,7 @@ from ..authorize import (
 )
 from ..context import Context
 from ..errors import S3Error
+from .buckets import delete_setting
 
 
 def _bucket(ctx: Context) -> Bucket:
@@ -56,11 +57,6 @@ async def put_ownership_controls(ctx: Context) -> web.StreamResponse:
     return web.Response()
 
 
-async def delete_ownership_controls(ctx: Context) -> web.StreamResponse:
-    await ctx.store.set_bucket_setting(ctx.bucket, OWNERSHIP, None)
-    return web.Response(status=204)
-
-
 async def get_public_access_block(ctx: Context) -> web.StreamResponse:
     text = _bucket(ctx).settings.get(PUBLIC_ACCESS_BLOCK)
     if text is None:
@@ -93,16 +89,11 @@ async def put_public_access_block(ctx: Context) -> web.StreamResponse:
     return web.Response()
 
 
-async def delete_public_access_block(ctx: Context) -> web.StreamResponse:
-    await ctx.store.set_bucket_setting(ctx.bucket, PUBLIC_ACCESS_BLOCK, None)
-    return web.Response(status=204)
-
-
 OPERATIONS = {
     "GetBucketOwnershipControls": get_ownership_controls,
     "PutBucketOwnershipControls": put_ownership_controls,
-    "DeleteBucketOwnershipControls": delete_ownership_controls,
+    "DeleteBucketOwnershipControls": delete_setting(OWNERSHIP),
     "GetPublicAccessBlock": get_public_access_block,
     "PutPublicAccessBlock": put_public_access_block,
-    "DeletePublicAccessBlock": delete_public_access_block,
+    "DeletePublicAccessBlock": delete_setting(PUBLIC_ACCESS_BLOCK),
 }

@@ -9,6 +9,7 @@ from .. import policy, xml
 from ..authorize import POLICY, public_access_block
 from ..context import Context
 from ..errors import S3Error
+from .buckets import delete_setting
 
 # The body may carry whitespace beyond the 20 KB AWS counts (it measures the policy without
 # it), so more is read than is kept.
@@ -34,11 +35,6 @@ async def get_bucket_policy(ctx: Context) -> web.StreamResponse:
     return web.Response(text=_stored(ctx), content_type="application/json")
 
 
-async def delete_bucket_policy(ctx: Context) -> web.StreamResponse:
-    await ctx.store.set_bucket_setting(ctx.bucket, POLICY, None)
-    return web.Response(status=204)
-
-
 async def get_bucket_policy_status(ctx: Context) -> web.StreamResponse:
     # Without a policy AWS answers NoSuchBucketPolicy, and it judges the policy alone, not
     # the ACLs (S3-SEMANTICS: GetBucketPolicyStatus).
@@ -50,6 +46,6 @@ async def get_bucket_policy_status(ctx: Context) -> web.StreamResponse:
 OPERATIONS = {
     "PutBucketPolicy": put_bucket_policy,
     "GetBucketPolicy": get_bucket_policy,
-    "DeleteBucketPolicy": delete_bucket_policy,
+    "DeleteBucketPolicy": delete_setting(POLICY),
     "GetBucketPolicyStatus": get_bucket_policy_status,
 }

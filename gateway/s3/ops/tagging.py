@@ -15,6 +15,7 @@ from ...store.versions import DeleteMarker
 from .. import tagging
 from ..context import Context
 from ..errors import S3Error
+from .buckets import delete_setting
 from .objects import check_key, version_headers, version_param
 
 _XML = "application/xml"
@@ -69,16 +70,11 @@ async def put_bucket_tagging(ctx: Context) -> web.StreamResponse:
     return web.Response(status=204)
 
 
-async def delete_bucket_tagging(ctx: Context) -> web.StreamResponse:
-    await ctx.store.set_bucket_setting(ctx.bucket, "tagging", None)
-    return web.Response(status=204)
-
-
 OPERATIONS = {
     "GetObjectTagging": get_object_tagging,
     "PutObjectTagging": put_object_tagging,
     "DeleteObjectTagging": delete_object_tagging,
     "GetBucketTagging": get_bucket_tagging,
     "PutBucketTagging": put_bucket_tagging,
-    "DeleteBucketTagging": delete_bucket_tagging,
+    "DeleteBucketTagging": delete_setting("tagging"),
 }
