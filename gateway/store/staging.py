@@ -28,8 +28,8 @@ from .crypto import CHUNK, DataKey, Encryption
 from .intents import Intent, Intents
 from .model import StagedBlob
 
-# 1 MiB: 4 MiB batches made the 256 MiB PUT slower, not faster (docs/performance.md): the disk
-# is kept busier by many small write-backs (blobs.start_writeback) than by a few large ones.
+# 1 MiB: 4 MiB batches made the 256 MiB PUT slower, not faster, and so did writing with a
+# write-back started every 4 MiB rather than every 1 MiB (docs/performance.md, "Large PUT").
 BATCH = 1 << 20
 # Batches handed to the lanes at once: one lane may be a batch behind the other.
 DEPTH = 2
