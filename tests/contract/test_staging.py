@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from gateway.store import ObjectAttrs, blobs, staging
-from gateway.store.crypto import Keyring
+from gateway.store.crypto import CHUNK, Keyring
 from gateway.store.model import NO_LOCK
 from tests.contract.conftest import Harness
 from tests.contract.test_intents import assert_left_clean, blob_path
@@ -156,3 +156,19 @@ def test_pieces_are_written_in_order_through_short_writes(
     finally:
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"".join(pieces)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [CHUNK * 16],  # whole chunks: nothing left over
+        [300_001, 2 * CHUNK],  # the rest within the last piece
+        [CHUNK * 3 + 10, 5, 7],  # the rest spans pieces smaller than it
+    ],
+)
+def test_a_batch_is_cut_at_a_chunk_boundary_in_order(sizes: list[int]) -> None:
+    pieces = [os.urandom(n) for n in sizes]
+    whole, rest, size = staging._cut(list(pieces), sum(sizes))
+    joined = b"".join(pieces)
+    assert b"".join(whole) + b"".join(rest) == joined
+    assert len(b"".join(whole)) % CHUNK == 0 and size == len(b"".join(rest)) < CHUNK
