@@ -273,13 +273,16 @@ class BlobWriter(Protocol):
 
     blob_id: str
 
-    def append(self, data: bytes) -> Awaitable[None]:
-        """Start writing `data` after what came before, at once; await the result. One append
-        is in flight at a time (the caller awaits each before the next)."""
+    def append(self, data: bytes | Sequence[bytes | memoryview]) -> Awaitable[None]:
+        """Start writing `data` (bytes, or pieces in order) after what came before, at once;
+        await the result. One append is in flight at a time (the caller awaits each before
+        the next)."""
         ...
 
     async def publish(
-        self, last: bytes = b"", ready: Callable[[], Awaitable[None]] | None = None
+        self,
+        last: bytes | Sequence[bytes | memoryview] = b"",
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Append `last` and make the blob durable under its id: after this returns it
         survives a crash. `ready` is awaited before the blob appears under its id (its

@@ -17,7 +17,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -25,6 +25,8 @@ from typing import Any, BinaryIO, TypeVar
 from .errors import StoreError
 
 T = TypeVar("T")
+# What an append takes: bytes, or pieces written in order.
+Buffers = bytes | memoryview | Sequence[bytes | memoryview]
 
 
 def new_blob_id() -> str:
@@ -340,26 +342,29 @@ class FileWriter:
         self.fd: int | None = None
         self.size = 0
         self._busy: concurrent.futures.Future[None] | None = None
+        self._aborted = False
 
-    def _start(self, fn: Callable[[bytes], None], data: bytes) -> asyncio.Future[None]:
+    def _start(self, fn: Callable[[Buffers], None], data: Buffers) -> asyncio.Future[None]:
         self._busy = self.files.pool.submit(fn, data)
         return asyncio.wrap_future(self._busy)
 
-    def append(self, data: bytes) -> asyncio.Future[None]:
+    def append(self, data: Buffers) -> asyncio.Future[None]:
         return self._start(self._write, data)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: Buffers) -> None:
+        if self._aborted:
+            # A write that was on its way when the body failed must not make the file again
+            # after the abort removed it.
+            raise OSError(errno.ECANCELED, "the blob was aborted")
         if self.fd is None:
             self.fd = self.files.create_tmp(self.blob_id)
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
-        start_writeback(self.fd, self.size, len(data))
-        self.size += len(data)
+        pieces = [memoryview(data)] if isinstance(data, bytes | memoryview) else data
+        length = _write_all(self.fd, pieces)
+        start_writeback(self.fd, self.size, length)
+        self.size += length
 
     async def publish(
-        self, last: bytes = b"", ready: Callable[[], Awaitable[None]] | None = None
+        self, last: Buffers = b"", ready: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         """Append `last` and publish: one pool job for the final batch, the fsync and the
         rename; or with `ready`, awaited before the rename (while the bytes are made
@@ -371,22 +376,23 @@ class FileWriter:
         await ready()
         await self._start(self._publish_synced, b"")
 
-    def _write_and_publish(self, data: bytes) -> None:
+    def _write_and_publish(self, data: Buffers) -> None:
         self._write_and_sync(data)
         self._publish_synced(b"")
 
-    def _write_and_sync(self, data: bytes) -> None:
+    def _write_and_sync(self, data: Buffers) -> None:
         self._write(data)
         assert self.fd is not None
         os.fsync(self.fd)
 
-    def _publish_synced(self, _: bytes) -> None:
+    def _publish_synced(self, _: Buffers) -> None:
         assert self.fd is not None
         fd, self.fd = self.fd, None
         self.files.rename_tmp(fd, self.blob_id, self.blob_id)
 
     def abort(self) -> None:
         busy = self._busy
+        self._aborted = True
 
         def cleanup() -> None:
             if busy is not None:
@@ -397,6 +403,25 @@ class FileWriter:
             self.files.delete_now([self.blob_id])
 
         self.files.pool.submit(cleanup)
+
+
+# At most this many buffers per writev (Linux's IOV_MAX).
+_IOV_MAX = 1024
+
+
+def _write_all(fd: int, pieces: Sequence[bytes | memoryview]) -> int:
+    """Write `pieces` in order, as one writev where the kernel takes them all (a batch's
+    pieces as aiohttp received them: no copy to join them first); returns the bytes written."""
+    views = [memoryview(p) for p in pieces if len(p)]
+    i = 0
+    while i < len(views):
+        n = os.writev(fd, views[i : i + _IOV_MAX])
+        while i < len(views) and n >= len(views[i]):
+            n -= len(views[i])
+            i += 1
+        if n:  # the kernel took part of a piece: the rest of it next
+            views[i] = views[i][n:]
+    return sum(len(p) for p in pieces)
 
 
 class OpenFile:

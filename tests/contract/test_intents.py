@@ -193,9 +193,15 @@ def test_a_failed_body_leaves_no_intent(harness: Harness) -> None:
 
     with pytest.raises(ConnectionResetError):
         h.run(h.store.stage(broken()))
-    # The cleanup runs in the background: the file's removal after the write in flight, the
-    # intent's after its own insert commits. Before those land the folder can look clean for
-    # a moment (the insert not yet made, the file not yet created): clean must stay clean.
+    assert_left_clean(h)
+
+
+def assert_left_clean(h: Harness) -> None:
+    """No intent, no tmp file, no blob file that nothing commits, after a failed body.
+
+    The cleanup runs in the background: the file's removal after the write in flight, the
+    intent's after its own insert commits. Before those land the folder can look clean for
+    a moment (the insert not yet made, the file not yet created): clean must stay clean."""
     deadline = time.monotonic() + 60
     clean_since = None
     while time.monotonic() < deadline:
