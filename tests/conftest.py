@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +28,31 @@ def _catalogs() -> tuple[str, ...]:
     return chosen
 
 
+# The fixtures that give a test its catalog: each is parametrized by the catalog's kind.
+CATALOG_FIXTURES = ("gateway", "module_catalog", "new_catalog", "catalog")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # Every integration test that uses the shared gateway, or starts one on `catalog`, runs on
-    # each catalog: the adapters must answer alike. The contract suite parametrizes its own.
+    # Every integration test that uses the shared gateway, or starts gateways of its own on
+    # `catalog` or `module_catalog`, runs on each catalog: the adapters must answer alike. The
+    # contract suite parametrizes its own.
     if "integration" not in metafunc.definition.path.parts:
         return
+    names = [n for n in CATALOG_FIXTURES if n in metafunc.fixturenames]
+    if not names:
+        return
     catalogs = _catalogs()
-    # Module scope: pytest groups the module's tests by catalog, so each catalog's gateway is
-    # started once for the module, not once per test.
-    if "gateway" in metafunc.fixturenames:
-        metafunc.parametrize("gateway", catalogs, indirect=True, scope="module")
-    elif "module_catalog" in metafunc.fixturenames:
-        metafunc.parametrize("module_catalog", catalogs, indirect=True, scope="module")
-    elif "catalog" in metafunc.fixturenames:
-        metafunc.parametrize("catalog", catalogs, indirect=True)
+    # One parameter for all of them, so that a test using both a module's gateway and one of
+    # its own has the two on the same kind of catalog (and is not run on SQLite twice).
+    # Module scope where a module-scoped fixture takes it: pytest groups the module's tests
+    # by catalog, so each catalog's gateway is started once for the module, not once per test.
+    metafunc.parametrize(
+        names,
+        [(kind,) * len(names) for kind in catalogs],
+        ids=list(catalogs),
+        indirect=True,
+        scope="function" if names == ["catalog"] else "module",
+    )
 
 
 def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:
@@ -77,10 +88,20 @@ def module_catalog(request: pytest.FixtureRequest) -> str | None:
     return _catalog_url(request, getattr(request, "param", "sqlite"))
 
 
+@pytest.fixture(scope="module")
+def new_catalog(request: pytest.FixtureRequest) -> Callable[[], str | None]:
+    """For a module whose fixtures start several gateways, each on a catalog of its own: makes
+    a new one of the module's kind at each call (None: SQLite, in each gateway's folder)."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return lambda: None
+    postgres: PostgresServer = request.getfixturevalue("postgres")
+    return postgres.database
+
+
 @pytest.fixture
-def fresh_gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
-    """A gateway of the test's own, for tests that restart or kill it."""
-    server = GatewayProcess(tmp_path / "data").start()
+def fresh_gateway(tmp_path: Path, catalog: str | None) -> Iterator[GatewayProcess]:
+    """A gateway of the test's own, for tests that restart or kill it (on each catalog)."""
+    server = GatewayProcess(tmp_path / "data", catalog=catalog).start()
     yield server
     server.stop()
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -32,6 +35,37 @@ class DataState:
         assert self.orphan_files == set()
         assert self.missing_files == set()
         assert self.refs == dict(self.references)
+
+
+class CatalogSQL:
+    """A connection to a stopped gateway's catalog, whichever it is: statements are written
+    with `?` placeholders (SQLite's), and keys are bytes on both (BLOB, bytea)."""
+
+    def __init__(self, conn: Any, postgresql: bool) -> None:
+        self.conn = conn
+        self.postgresql = postgresql
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        if self.postgresql:
+            sql = sql.replace("?", "%s")
+        return self.conn.execute(sql, params)
+
+
+@contextlib.contextmanager
+def catalog_sql(data: Path, catalog: str | None = None) -> Iterator[CatalogSQL]:
+    """The catalog of the folder `data`: its SQLite file (None) or the PostgreSQL database
+    `catalog` names; what the statements changed is committed at the end."""
+    if catalog is None:
+        conn: Any = sqlite3.connect(data / "catalog.sqlite3")
+    else:
+        import psycopg
+
+        conn = psycopg.connect(catalog)
+    try:
+        yield CatalogSQL(conn, catalog is not None)
+        conn.commit()
+    finally:
+        conn.close()
 
 
 def inspect(data: Path, catalog: str | None = None) -> DataState:

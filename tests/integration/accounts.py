@@ -47,7 +47,7 @@ class Accounts:
         return name
 
 
-def start(tmp: Path, bucket_defaults: str) -> Accounts:
+def start(tmp: Path, bucket_defaults: str, catalog: str | None = None) -> Accounts:
     users = tmp / "users.toml"
     users.write_text(USERS)
     env = {
@@ -56,7 +56,7 @@ def start(tmp: Path, bucket_defaults: str) -> Accounts:
         "S3GW_SECRET_KEY": "",
         "S3GW_BUCKET_DEFAULTS": bucket_defaults,
     }
-    server = GatewayProcess(tmp / "data", env).start()
+    server = GatewayProcess(tmp / "data", env, catalog=catalog).start()
     return Accounts(
         server,
         server.client("OWNERACCESSKEY000001", "owner-secret"),
@@ -66,11 +66,15 @@ def start(tmp: Path, bucket_defaults: str) -> Accounts:
 
 
 def accounts_fixture(bucket_defaults: str) -> Any:
-    """A module-scoped fixture: a gateway started with --bucket-defaults `bucket_defaults`."""
+    """A module-scoped fixture: a gateway started with --bucket-defaults `bucket_defaults`, on
+    each catalog."""
 
     @pytest.fixture(scope="module")
-    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Accounts]:
-        accounts = start(tmp_path_factory.mktemp(bucket_defaults), bucket_defaults)
+    def fixture(
+        tmp_path_factory: pytest.TempPathFactory, new_catalog: Callable[[], str | None]
+    ) -> Iterator[Accounts]:
+        tmp = tmp_path_factory.mktemp(bucket_defaults)
+        accounts = start(tmp, bucket_defaults, new_catalog())
         yield accounts
         accounts.server.stop()
 

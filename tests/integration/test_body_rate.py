@@ -55,7 +55,7 @@ def _send_paced(sock: socket.socket, pieces: list[bytes], pause: float) -> tuple
         return early, b""
 
 
-def _start(tmp_path: Path) -> GatewayProcess:
+def _start(tmp_path: Path, catalog: str | None) -> GatewayProcess:
     return GatewayProcess(
         tmp_path / "data",
         {"S3GW_WORKERS": "1"},
@@ -63,11 +63,14 @@ def _start(tmp_path: Path) -> GatewayProcess:
         "1",
         "--min-body-rate",
         "1000",
+        catalog=catalog,
     ).start()
 
 
-def test_a_trickling_body_gets_request_timeout_and_leaves_nothing(tmp_path: Path) -> None:
-    server = _start(tmp_path)
+def test_a_trickling_body_gets_request_timeout_and_leaves_nothing(
+    tmp_path: Path, catalog: str | None
+) -> None:
+    server = _start(tmp_path, catalog)
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="trickle")
@@ -85,9 +88,9 @@ def test_a_trickling_body_gets_request_timeout_and_leaves_nothing(tmp_path: Path
             b"within the timeout period.</Message>" in answer
         )
         deadline = time.monotonic() + PATIENCE_S
-        while inspect(server.data).tmp_files and time.monotonic() < deadline:
+        while inspect(server.data, catalog).tmp_files and time.monotonic() < deadline:
             time.sleep(0.1)
-        inspect(server.data).assert_clean()
+        inspect(server.data, catalog).assert_clean()
         assert s3.list_objects_v2(Bucket="trickle")["KeyCount"] == 0
         # The slot is free again: an upload goes through.
         s3.put_object(Bucket="trickle", Key="after", Body=b"fine")
@@ -95,8 +98,8 @@ def test_a_trickling_body_gets_request_timeout_and_leaves_nothing(tmp_path: Path
         server.stop()
 
 
-def test_a_slow_body_above_the_rate_is_stored(tmp_path: Path) -> None:
-    server = _start(tmp_path)
+def test_a_slow_body_above_the_rate_is_stored(tmp_path: Path, catalog: str | None) -> None:
+    server = _start(tmp_path, catalog)
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="slow")

@@ -43,7 +43,9 @@ def parse(body: bytes) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None
+) -> Iterator[GatewayProcess]:
     """Two accounts; one process (the flush extension flushes the process that answers it),
     and a delivery interval long enough that only a flush delivers within a test."""
     tmp = tmp_path_factory.mktemp("logging")
@@ -54,7 +56,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
         "S3GW_SECRET_KEY": "",
         "S3GW_LOG_DELIVERY_INTERVAL": "3600",
     }
-    server = GatewayProcess(tmp / "data", env, "--workers", "1").start()
+    server = GatewayProcess(tmp / "data", env, "--workers", "1", catalog=module_catalog).start()
     yield server
     server.stop()
 
@@ -347,10 +349,9 @@ def test_invalid_configurations_change_nothing(gateway, s3):
     assert s3.get_bucket_logging(Bucket="src-f")["LoggingEnabled"]["TargetGrants"] == [grant]
 
 
-def test_interval_delivers_without_flush(tmp_path):
-    server = GatewayProcess(
-        tmp_path / "data", {"S3GW_LOG_DELIVERY_INTERVAL": "0.5"}, "--workers", "1"
-    ).start()
+def test_interval_delivers_without_flush(tmp_path, catalog):
+    env = {"S3GW_LOG_DELIVERY_INTERVAL": "0.5"}
+    server = GatewayProcess(tmp_path / "data", env, "--workers", "1", catalog=catalog).start()
     try:
         client = server.client()
         client.create_bucket(Bucket="src")
@@ -370,11 +371,11 @@ def test_interval_delivers_without_flush(tmp_path):
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_clean_stop_delivers_pending_records(tmp_path, workers):
+def test_clean_stop_delivers_pending_records(tmp_path, workers, catalog):
     """SIGTERM: every process writes what it holds (with two, each its own objects)."""
     data = tmp_path / "data"
     env = {"S3GW_LOG_DELIVERY_INTERVAL": "3600"}
-    server = GatewayProcess(data, env, "--workers", workers).start()
+    server = GatewayProcess(data, env, "--workers", workers, catalog=catalog).start()
     try:
         client = server.client()
         client.create_bucket(Bucket="src")
@@ -386,7 +387,7 @@ def test_clean_stop_delivers_pending_records(tmp_path, workers):
         assert log_objects(client, "logs") == []
     finally:
         server.stop()  # SIGTERM
-    server = GatewayProcess(data, {}, "--workers", "1").start()
+    server = GatewayProcess(data, {}, "--workers", "1", catalog=catalog).start()
     try:
         client = server.client()
         keys = log_objects(client, "logs")

@@ -19,11 +19,11 @@ MIB = 2**20
 
 
 @pytest.fixture
-def small_disk(tmp_path):
+def small_disk(tmp_path, catalog):
     mount = tmp_path / "disk"
     mount.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], check=True)
-    server = GatewayProcess(mount / "data", {"S3GW_WORKERS": "1"}).start()
+    server = GatewayProcess(mount / "data", {"S3GW_WORKERS": "1"}, catalog=catalog).start()
     try:
         yield server, mount
     finally:
@@ -46,7 +46,7 @@ def test_disk_full_then_recovered(small_disk):
         s3.put_object(Bucket="full", Key="too-big", Body=os.urandom(40 * MIB))
     assert code(exc) == ("ServiceUnavailable", 503)
     assert "full" in exc.value.response["Error"]["Message"]
-    inspect(server.data).assert_clean()  # the partial body is gone
+    inspect(server.data, server.catalog).assert_clean()  # the partial body is gone
     assert s3.get_object(Bucket="full", Key="kept")["Body"].read() == kept  # reads go on
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="full")["Contents"]] == ["kept"]
     # Space comes back (here: the gateway never kept the failed body): writes work again.
@@ -76,4 +76,4 @@ def test_read_only_folder_then_writable(small_disk):
     body = os.urandom(2 * MIB)
     s3.put_object(Bucket="read-only", Key="new", Body=body)
     assert s3.get_object(Bucket="read-only", Key="new")["Body"].read() == body
-    inspect(server.data).assert_clean()
+    inspect(server.data, server.catalog).assert_clean()

@@ -70,19 +70,24 @@ def code(exc: pytest.ExceptionInfo[ClientError]) -> tuple[int, str]:
 
 
 def start_gateway(
-    root: Path, bucket_defaults: str = "legacy", kms_keys: str = KMS_KEYS
+    root: Path,
+    bucket_defaults: str = "legacy",
+    kms_keys: str = KMS_KEYS,
+    catalog: str | None = None,
 ) -> GatewayProcess:
     """A gateway with the KMS keys above (or `kms_keys`) that takes SSE-C over HTTP (its
     tests' transport); its new buckets allow SSE-C unless `bucket_defaults` is "aws"."""
     (root / "kms.toml").write_text(kms_keys)
     options = ["--kms-keys", str(root / "kms.toml"), "--sse-c-over-http", "allow"]
     options += ["--bucket-defaults", bucket_defaults]
-    return GatewayProcess(root / "data", None, *options, "--workers", "1").start()
+    return GatewayProcess(root / "data", None, *options, "--workers", "1", catalog=catalog).start()
 
 
 @pytest.fixture(scope="module")
-def enc_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    server = start_gateway(tmp_path_factory.mktemp("sse"))
+def enc_gateway(
+    tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None
+) -> Iterator[GatewayProcess]:
+    server = start_gateway(tmp_path_factory.mktemp("sse"), catalog=module_catalog)
     yield server
     server.stop()
 
@@ -379,7 +384,9 @@ def test_a_bucket_can_block_sse_c(s3e: Any, ebucket: str, enc_gateway: GatewayPr
     assert b"<EncryptionType>SSE-C</EncryptionType>" in got.body
 
 
-def test_new_buckets_block_sse_c_unless_legacy(tmp_path: Path, s3e: Any, ebucket: str) -> None:
+def test_new_buckets_block_sse_c_unless_legacy(
+    tmp_path: Path, s3e: Any, ebucket: str, catalog: str | None
+) -> None:
     """AWS's default since April 2026: a new bucket refuses SSE-C writes (403 AccessDenied)
     and GetBucketEncryption says so; PutBucketEncryption's BlockedEncryptionTypes NONE
     allows them, SSE-C blocks them again, and objects already written stay readable with
@@ -389,7 +396,7 @@ def test_new_buckets_block_sse_c_unless_legacy(tmp_path: Path, s3e: Any, ebucket
     with pytest.raises(ClientError) as exc:
         s3e.get_bucket_encryption(Bucket=ebucket)
     assert code(exc) == (404, "ServerSideEncryptionConfigurationNotFoundError")
-    gw = start_gateway(tmp_path, "aws")
+    gw = start_gateway(tmp_path, "aws", catalog=catalog)
     try:
         s3 = gw.client()
         s3.create_bucket(Bucket="blocked")
@@ -538,11 +545,11 @@ def test_dsse_kms_two_layers_echoed_and_round_trips(
     assert (put["ServerSideEncryption"], put["SSEKMSKeyId"]) == ("aws:kms:dsse", ARN_2)
 
 
-def test_reads_refused_once_the_kms_key_is_disabled(tmp_path: Path) -> None:
+def test_reads_refused_once_the_kms_key_is_disabled(tmp_path: Path, catalog: str | None) -> None:
     """An SSE-KMS or DSSE-KMS object whose key is disabled afterwards (in the keys file) is
     not decrypted: GET and copies answer 400 KMS.DisabledException, as AWS; HEAD, which
     decrypts nothing, still answers; objects under other keys are unaffected."""
-    gw = start_gateway(tmp_path)
+    gw = start_gateway(tmp_path, catalog=catalog)
     try:
         s3 = gw.client()
         s3.create_bucket(Bucket="kms")
@@ -557,7 +564,7 @@ def test_reads_refused_once_the_kms_key_is_disabled(tmp_path: Path) -> None:
         gw.stop()
     disabled = KMS_KEYS.replace('id = "testkey-1"\n', 'id = "testkey-1"\nenabled = false\n')
     assert disabled != KMS_KEYS
-    gw = start_gateway(tmp_path, kms_keys=disabled)
+    gw = start_gateway(tmp_path, kms_keys=disabled, catalog=catalog)
     try:
         s3 = gw.client()
         for key in ("one", "two"):
@@ -758,8 +765,10 @@ def test_no_plaintext_in_the_data_folder(tmp_path: Path) -> None:
         gw.stop()
 
 
-def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(tmp_path: Path) -> None:
-    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1").start()
+def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(
+    tmp_path: Path, catalog: str | None
+) -> None:
+    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1", catalog=catalog).start()
     data = body(300_000)
     try:
         s3 = gw.client()
@@ -769,19 +778,11 @@ def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(tmp_path: 
     finally:
         gw.stop()
 
-    def s3gw(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gateway", *args, "--data", str(tmp_path / "data")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    fsck = s3gw("fsck", "--deep")
+    fsck = gw.s3gw("fsck", "--deep")
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
-    rotated = s3gw("keys", "rotate")
+    rotated = gw.s3gw("keys", "rotate")
     assert rotated.returncode == 0, rotated.stderr
-    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1").start()
+    gw = GatewayProcess(tmp_path / "data", None, "--workers", "1", catalog=catalog).start()
     try:
         assert gw.client().get_object(Bucket="bkt", Key="k")["Body"].read() == data
     finally:
@@ -791,7 +792,7 @@ def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(tmp_path: 
     raw_bytes = bytearray(blob.read_bytes())
     raw_bytes[len(raw_bytes) // 2] ^= 1
     blob.write_bytes(bytes(raw_bytes))
-    fsck = s3gw("fsck", "--deep")
+    fsck = gw.s3gw("fsck", "--deep")
     assert fsck.returncode == 1
     assert "bkt/k: encrypted bytes fail" in fsck.stdout
 

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import subprocess
-import sys
 
 import pytest
 
+from tests.datadir import catalog_sql
+from tests.server import GatewayProcess
+
 MIB = 2**20
-
-
-def fsck(data, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gateway", "fsck", "--data", str(data), *flags],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture
@@ -45,10 +36,10 @@ def populated(fresh_gateway):
     s3.copy_object(Bucket="fsck", Key="mp-copy", CopySource="fsck/mp")  # learns its MD5
     pending = s3.create_multipart_upload(Bucket="fsck", Key="pending")["UploadId"]
     s3.upload_part(Bucket="fsck", Key="pending", UploadId=pending, PartNumber=1, Body=b"p" * 100)
-    busy = fsck(fresh_gateway.data)
+    busy = fresh_gateway.s3gw("fsck")
     assert busy.returncode == 2 and "in use" in busy.stderr  # refuses while serving
     fresh_gateway.stop()
-    return fresh_gateway.data
+    return fresh_gateway
 
 
 def _blob_files(data):
@@ -56,46 +47,47 @@ def _blob_files(data):
 
 
 def test_clean_after_real_traffic(populated):
-    result = fsck(populated, "--deep")
+    result = populated.s3gw("fsck", "--deep")
     assert result.returncode == 0, result.stdout
     assert "checked 5 objects, 1 parts" in result.stdout
     assert "no damage found" in result.stdout
 
 
 def test_orphans_and_counts_are_repaired(populated):
-    (populated / "blobs" / "ff" / "ee").mkdir(parents=True)
-    (populated / "blobs" / "ff" / "ee" / "ffee0000").write_bytes(b"orphan")
-    (populated / "tmp" / "leftover").write_bytes(b"x")
-    with sqlite3.connect(populated / "catalog.sqlite3") as conn:
+    data = populated.data
+    (data / "blobs" / "ff" / "ee").mkdir(parents=True)
+    (data / "blobs" / "ff" / "ee" / "ffee0000").write_bytes(b"orphan")
+    (data / "tmp" / "leftover").write_bytes(b"x")
+    with catalog_sql(data, populated.catalog) as conn:
         conn.execute("UPDATE blobs SET refs = refs + 5 WHERE id = (SELECT min(id) FROM blobs)")
-    found = fsck(populated)
+    found = populated.s3gw("fsck")
     assert found.returncode == 1
     assert "orphan blob file ffee0000" in found.stdout
     assert "stray tmp file leftover" in found.stdout
     assert "references" in found.stdout
-    repaired = fsck(populated, "--repair")
+    repaired = populated.s3gw("fsck", "--repair")
     assert repaired.returncode == 0, repaired.stdout
     assert "repaired: leftovers" in repaired.stdout and "repaired: counts" in repaired.stdout
-    assert fsck(populated, "--deep").returncode == 0
+    assert populated.s3gw("fsck", "--deep").returncode == 0
 
 
 def test_missing_and_corrupt_blobs_are_damage(populated):
-    files = _blob_files(populated)
+    files = _blob_files(populated.data)
     with open(files[0], "r+b") as f:  # flip one byte: only --deep can see it
         first = f.read(1)
         f.seek(0)
         f.write(bytes([first[0] ^ 0xFF]))
-    assert fsck(populated).returncode == 0
-    deep = fsck(populated, "--deep")
+    assert populated.s3gw("fsck").returncode == 0
+    deep = populated.s3gw("fsck", "--deep")
     assert deep.returncode == 1 and "bytes hash to" in deep.stdout
     files[1].unlink()
-    result = fsck(populated, "--repair")
+    result = populated.s3gw("fsck", "--repair")
     assert result.returncode == 1  # a missing blob cannot be repaired
     assert "file missing" in result.stdout
 
 
-def _blob_of(data, bucket: str, key: str, extent: int = 0) -> str:
-    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+def _blob_of(server: GatewayProcess, bucket: str, key: str, extent: int = 0) -> str:
+    with catalog_sql(server.data, server.catalog) as conn:
         (manifest,) = conn.execute(
             "SELECT manifest FROM objects WHERE bucket = ? AND key = ?", (bucket, key.encode())
         ).fetchone()
@@ -134,14 +126,14 @@ def test_deep_checks_every_part_of_multipart_objects_and_pending_parts(fresh_gat
     )
     fresh_gateway.stop()
     data = fresh_gateway.data
-    assert fsck(data, "--deep").returncode == 0
+    assert fresh_gateway.s3gw("fsck", "--deep").returncode == 0
 
-    _flip_byte(_blob_path(data, _blob_of(data, "deep", "mp", extent=1)), 1000)
-    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+    _flip_byte(_blob_path(data, _blob_of(fresh_gateway, "deep", "mp", extent=1)), 1000)
+    with catalog_sql(data, fresh_gateway.catalog) as conn:
         (manifest,) = conn.execute("SELECT manifest FROM parts").fetchone()
     _flip_byte(_blob_path(data, json.loads(manifest)[0][0]))
-    assert fsck(data).returncode == 0  # sizes and references are still right
-    deep = fsck(data, "--deep")
+    assert fresh_gateway.s3gw("fsck").returncode == 0  # sizes and references are still right
+    deep = fresh_gateway.s3gw("fsck", "--deep")
     assert deep.returncode == 1, deep.stdout
     assert "DAMAGE: deep/mp: ETag" in deep.stdout
     assert f"DAMAGE: upload {pending} part 3: ETag" in deep.stdout
@@ -156,20 +148,20 @@ def test_a_restart_keeps_blobs_whose_id_starts_with_ffff(fresh_gateway):
     s3.put_object(Bucket="edge", Key="k", Body=body)
     fresh_gateway.stop()
     data = fresh_gateway.data
-    old = _blob_of(data, "edge", "k")
+    old = _blob_of(fresh_gateway, "edge", "k")
     new = "ffff" + old[4:]
-    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+    with catalog_sql(data, fresh_gateway.catalog) as conn:
         conn.execute("UPDATE blobs SET id = ? WHERE id = ?", (new, old))
         conn.execute("UPDATE objects SET manifest = replace(manifest, ?, ?)", (old, new))
     _blob_path(data, new).parent.mkdir(parents=True, exist_ok=True)
     os.rename(_blob_path(data, old), _blob_path(data, new))
-    assert fsck(data, "--deep").returncode == 0
+    assert fresh_gateway.s3gw("fsck", "--deep").returncode == 0
 
     fresh_gateway.start()
     assert fresh_gateway.client().get_object(Bucket="edge", Key="k")["Body"].read() == body
     fresh_gateway.stop()
     assert _blob_path(data, new).exists()
-    assert fsck(data, "--deep").returncode == 0
+    assert fresh_gateway.s3gw("fsck", "--deep").returncode == 0
 
 
 def _children(pid: int) -> list[int]:
@@ -177,15 +169,13 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in f.read().split()]
 
 
-def test_leftovers_of_a_killed_worker_are_not_damage(tmp_path):
+def test_leftovers_of_a_killed_worker_are_not_damage(tmp_path, catalog):
     """A worker killed mid-upload leaves its body in tmp/; a clean stop does not sweep (the
     next start does). fsck lists it as a leftover and exits 0, as the sweep sees it."""
     import socket
     import time
 
-    from tests.server import GatewayProcess
-
-    server = GatewayProcess(tmp_path / "data", None, "--workers", "2").start()
+    server = GatewayProcess(tmp_path / "data", None, "--workers", "2", catalog=catalog).start()
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="left")
@@ -211,7 +201,7 @@ def test_leftovers_of_a_killed_worker_are_not_damage(tmp_path):
     finally:
         server.stop()
     assert os.listdir(tmp_path / "data" / "tmp")  # what the kill left
-    result = fsck(tmp_path / "data", "--deep")
+    result = server.s3gw("fsck", "--deep")
     assert result.returncode == 0, result.stdout
     assert "leftover: stray tmp file" in result.stdout
     assert "no damage found" in result.stdout
@@ -260,10 +250,10 @@ def test_deep_recomputes_the_stored_checksums(fresh_gateway):
     )
     fresh_gateway.stop()
     data = fresh_gateway.data
-    clean = fsck(data, "--deep")
+    clean = fresh_gateway.s3gw("fsck", "--deep")
     assert clean.returncode == 0, clean.stdout
 
-    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+    with catalog_sql(data, fresh_gateway.catalog) as conn:
         for key in ("crc32c", "composite"):
             (attrs,) = conn.execute(
                 "SELECT attrs FROM objects WHERE key = ?", (key.encode(),)
@@ -275,7 +265,7 @@ def test_deep_recomputes_the_stored_checksums(fresh_gateway):
                 "UPDATE objects SET attrs = ? WHERE key = ?", (json.dumps(decoded), key.encode())
             )
         conn.execute("UPDATE parts SET checksum = 'AAAAAAAAAAAAAAAAAAAAAAAAAAA='")
-    deep = fsck(data, "--deep")
+    deep = fresh_gateway.s3gw("fsck", "--deep")
     assert deep.returncode == 1
     damage = [line for line in deep.stdout.splitlines() if line.startswith("DAMAGE")]
     assert len(damage) == 3, deep.stdout

@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime
 import itertools
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,9 +132,12 @@ def test_expiration_header_on_put_get_and_head(s3, bucket):
 
 
 @pytest.fixture(scope="module")
-def fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def fast(
+    tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None
+) -> Iterator[GatewayProcess]:
     data = tmp_path_factory.mktemp("lifecycle") / "data"
-    server = GatewayProcess(data, None, "--lifecycle-day", "2", "--workers", "2").start()
+    options = ["--lifecycle-day", "2", "--workers", "2"]
+    server = GatewayProcess(data, None, *options, catalog=module_catalog).start()
     yield server
     server.stop()
 
@@ -246,11 +247,6 @@ def test_rules_run_and_leave_a_clean_folder(fast: GatewayProcess, tmp_path: Path
     assert s3.get_object(Bucket=versioned, Key="k", VersionId=ids[2])["Body"].read() == b"v2"
     assert s3.get_object(Bucket=plain, Key="keep/c")["Body"].read() == b"data"
     fast.stop()
-    inspect(fast.data).assert_clean()
-    fsck = subprocess.run(
-        [sys.executable, "-m", "gateway", "fsck", "--data", str(fast.data), "--deep"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    inspect(fast.data, fast.catalog).assert_clean()
+    fsck = fast.s3gw("fsck", "--deep")
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr

@@ -19,8 +19,10 @@ from tests.server import GatewayProcess
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_objects_on_each_event_loop(tmp_path, loop):
-    server = GatewayProcess(tmp_path / "data", {"S3GW_LOOP": loop, "S3GW_WORKERS": "1"}).start()
+def test_objects_on_each_event_loop(tmp_path, loop, catalog):
+    # On each catalog too: the PostgreSQL driver's sockets are the event loop's.
+    env = {"S3GW_LOOP": loop, "S3GW_WORKERS": "1"}
+    server = GatewayProcess(tmp_path / "data", env, catalog=catalog).start()
     try:
         assert f"event loop: {loop}\n" in server.log
         s3 = server.client()

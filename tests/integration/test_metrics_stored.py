@@ -46,9 +46,9 @@ def wait_for_totals(url: str, objects: int, size: int) -> tuple[float | None, fl
 
 @pytest.mark.parametrize("workers", ["1", "2"])  # a snapshot in memory; one in a shared file
 def test_totals_follow_puts_copies_multipart_overwrites_and_deletes(
-    tmp_path: Path, workers: str
+    tmp_path: Path, workers: str, catalog: str | None
 ) -> None:
-    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": workers}).start()
+    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": workers}, catalog=catalog).start()
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="counted")

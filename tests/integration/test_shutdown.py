@@ -52,9 +52,9 @@ def _refused(url: str) -> bool:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_sigterm_lets_an_upload_and_a_download_in_flight_finish(tmp_path, workers):
+def test_sigterm_lets_an_upload_and_a_download_in_flight_finish(tmp_path, workers, catalog):
     env = {"S3GW_WORKERS": str(workers)}
-    server = GatewayProcess(tmp_path / "data", env).start()
+    server = GatewayProcess(tmp_path / "data", env, catalog=catalog).start()
     try:
         s3 = server.client()
         s3.create_bucket(Bucket="stop")
@@ -105,7 +105,7 @@ def test_sigterm_lets_an_upload_and_a_download_in_flight_finish(tmp_path, worker
     finally:
         server.stop()
 
-    server = GatewayProcess(tmp_path / "data", env).start()
+    server = GatewayProcess(tmp_path / "data", env, catalog=catalog).start()
     try:
         got = server.client().get_object(Bucket="stop", Key="uploaded")["Body"].read()
         assert got == body

@@ -22,12 +22,11 @@ canonical_id = "alt-canonical-id"
 
 
 @pytest.fixture
-def two_users(tmp_path):
+def two_users(tmp_path, catalog):
     users = tmp_path / "users.toml"
     users.write_text(USERS)
-    server = GatewayProcess(
-        tmp_path / "data", {"S3GW_USERS": str(users), "S3GW_ACCESS_KEY": "", "S3GW_SECRET_KEY": ""}
-    ).start()
+    env = {"S3GW_USERS": str(users), "S3GW_ACCESS_KEY": "", "S3GW_SECRET_KEY": ""}
+    server = GatewayProcess(tmp_path / "data", env, catalog=catalog).start()
     main = server.client("MAINACCESSKEY0000001", "main-secret")
     alt = server.client("ALTACCESSKEY00000001", "alt-secret")
     yield main, alt

@@ -27,8 +27,8 @@ def children(pid: int) -> set[int]:
 
 
 @pytest.fixture
-def two_workers(tmp_path):
-    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": "2"}).start()
+def two_workers(tmp_path, catalog):
+    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": "2"}, catalog=catalog).start()
     yield server
     server.stop()
 
@@ -67,8 +67,8 @@ def test_a_dead_worker_is_replaced(two_workers):
     assert "still-serving" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
-def test_workers_die_with_their_parent(tmp_path):
-    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": "2"}).start()
+def test_workers_die_with_their_parent(tmp_path, catalog):
+    server = GatewayProcess(tmp_path / "data", {"S3GW_WORKERS": "2"}, catalog=catalog).start()
     assert server.proc is not None
     workers = children(server.proc.pid)
     server.client().create_bucket(Bucket="survives")
