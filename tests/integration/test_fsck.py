@@ -297,13 +297,13 @@ def test_deep_recomputes_the_default_checksum_of_pending_parts(fresh_gateway):
     )
     fresh_gateway.stop()
     data = fresh_gateway.data
-    clean = fsck(data, "--deep")
+    clean = fresh_gateway.s3gw("fsck", "--deep")
     assert clean.returncode == 0, clean.stdout
 
-    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+    with catalog_sql(data, fresh_gateway.catalog) as conn:
         (manifest,) = conn.execute("SELECT manifest FROM parts WHERE number = 1").fetchone()
     _flip_byte(_blob_path(data, json.loads(manifest)[0][0]), 5000)
-    deep = fsck(data, "--deep")
+    deep = fresh_gateway.s3gw("fsck", "--deep")
     assert deep.returncode == 1, deep.stdout
     assert f"DAMAGE: upload {pending} part 1: checksum" in deep.stdout
     assert f"upload {pending} part 2" not in deep.stdout
