@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from gateway.store import Store, errors, open_catalog
+from gateway.store.api import CatalogTx
 from gateway.store.intents import Reclaimed
 from gateway.store.model import ObjectAttrs, StagedBlob
 from gateway.store.rows import encode_attrs
@@ -93,6 +94,31 @@ def test_a_file_blob_is_an_intent_until_its_commit(harness: Harness) -> None:
     age(blob_path(h.root, blob.id))
     assert not reclaim_all(h)
     assert blob.id in files(h.root)
+
+
+def test_names_are_looked_up_across_many_statements(harness: Harness) -> None:
+    """A reclaimer's lookups of more names than one statement binds (the SQLite catalog asks
+    500 at a time) find every known one, in any batch, and nothing else."""
+    h = harness
+    bucket = h.new_bucket()
+    blob = h.run(h.store.stage(_chunks(os.urandom(MIB + 10))))
+    h.run(h.store.put_object(bucket, "many", blob, ObjectAttrs()))
+    names = [f"{n:032x}" for n in range(1203)]
+    pending = [names[0], names[777], names[1202]]
+    later = time.time_ns() + 3_600_000_000_000
+
+    async def record(tx: CatalogTx) -> None:
+        for name in pending:
+            await tx.add_intent(name, "elsewhere", later)
+
+    h.write(record)
+    names[501] = blob.id
+    try:
+        reader = h.store.catalog.reader
+        assert h.run(reader.known_blobs_among(names)) == {*pending, blob.id}
+        assert h.run(reader.file_blobs_among(names)) == {blob.id}
+    finally:
+        h.write(lambda tx: tx.drop_intents(pending))
 
 
 def test_a_lapsed_intent_is_reclaimed_and_its_commit_refused(lease: Harness) -> None:

@@ -211,35 +211,31 @@ class SqliteReader:
         return None if row is None else bucket_and_object_from_row(bucket, row)
 
     async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
-        known: set[str] = set()
-        for start in range(0, len(blob_ids), _LOOKUP_BATCH):
-            batch = list(blob_ids[start : start + _LOOKUP_BATCH])
-            marks = ",".join("?" * len(batch))
-            known.update(
-                row[0]
-                for row in self.conn.execute(
-                    f"SELECT blob_id FROM blob_intents WHERE blob_id IN ({marks}) "
-                    f"UNION ALL SELECT id FROM blobs WHERE id IN ({marks})",
-                    batch + batch,
-                )
-            )
-        return known
+        return self._ids_among(
+            blob_ids,
+            "SELECT blob_id FROM blob_intents WHERE blob_id IN ({marks}) "
+            "UNION ALL SELECT id FROM blobs WHERE id IN ({marks})",
+            lists=2,
+        )
 
     async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
         # Each name is looked up exactly, never as a range of ids: a range bound worked out as
         # text (the `ffff` directory's "next prefix" is "10000", below "ffff…") once made every
         # referenced blob of a directory look orphaned to the start-up sweep.
-        known: set[str] = set()
+        return self._ids_among(
+            blob_ids, "SELECT id FROM blobs WHERE id IN ({marks}) AND data IS NULL"
+        )
+
+    def _ids_among(self, blob_ids: Sequence[str], query: str, lists: int = 1) -> set[str]:
+        """The ids `query` returns for `blob_ids`, put in each of its `lists` IN ({marks})
+        lists; asked _LOOKUP_BATCH names at a time."""
+        found: set[str] = set()
         for start in range(0, len(blob_ids), _LOOKUP_BATCH):
             batch = list(blob_ids[start : start + _LOOKUP_BATCH])
             marks = ",".join("?" * len(batch))
-            known.update(
-                row[0]
-                for row in self.conn.execute(
-                    f"SELECT id FROM blobs WHERE id IN ({marks}) AND data IS NULL", batch
-                )
-            )
-        return known
+            rows = self.conn.execute(query.format(marks=marks), batch * lists)
+            found.update(row[0] for row in rows)
+        return found
 
 
 class SqliteAudit:
