@@ -1141,8 +1141,8 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
                     get(TRIVIAL, workload, "server_cpu_us_per_op"),
                 )
             )
-    present = [n for n in ("gateway_2_workers", "gateway_1_worker") if n in result["servers"]]
-    present = [n for n in present if "workloads" in result["servers"][n]]
+    ran = _gateways(result)
+    present = [n for n in ("gateway_2_workers", "gateway_1_worker") if n in ran]
     if not present:
         return ratios
     gw = present[0]
