@@ -95,6 +95,16 @@ class Acl:
         AuthenticatedUsers."""
         return any(g.kind == "uri" and g.value in PUBLIC_GROUPS for g in self.grants)
 
+    def grants_only_bucket_owner_full_control(self, bucket_owner: str) -> bool:
+        """What an object write may ask for where ACLs are disabled: the bucket owner holds
+        FULL_CONTROL and nobody but the bucket owner and the ACL's owner (the writer) is
+        granted anything, as with bucket-owner-full-control. The bucket owner's `private`
+        passes; another account's `private` (no grant to the bucket owner) and any grant to
+        a group or a third account do not."""
+        return Grant("id", bucket_owner, FULL_CONTROL) in self.grants and all(
+            g.kind == "id" and g.value in (bucket_owner, self.owner) for g in self.grants
+        )
+
     def only_owner(self) -> bool:
         """The ACL every resource has when none is set: its owner's FULL_CONTROL alone."""
         return self.grants == (Grant("id", self.owner, FULL_CONTROL),)

@@ -66,6 +66,65 @@ def test_new_bucket_has_acls_disabled_and_public_access_blocked(aws):
     assert error(aws.alt.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
 
 
+def test_owner_private_acl_as_rclone_and_s3cmd_send_it(aws):
+    """rclone and s3cmd send `x-amz-acl: private` on every bucket, upload and server-side
+    copy; under BucketOwnerEnforced AWS judges the ACL by what it grants, and the bucket
+    owner's own private grants just what bucket-owner-full-control does."""
+    b = f"rclone-{aws.created}"
+    aws.owner.create_bucket(Bucket=b, ACL="private")  # rclone mkdir
+    aws.owner.put_object(Bucket=b, Key="a", Body=b"one", ACL="private")  # rclone copy
+    aws.owner.copy_object(  # s3cmd cp
+        Bucket=b, Key="b", CopySource={"Bucket": b, "Key": "a"}, ACL="private"
+    )
+    assert aws.owner.get_object(Bucket=b, Key="b")["Body"].read() == b"one"
+    up = aws.owner.create_multipart_upload(Bucket=b, Key="mp", ACL="private")
+    aws.owner.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up["UploadId"])
+    # The same grant spelled as a header grant.
+    aws.owner.put_object(Bucket=b, Key="c", Body=b"x", GrantFullControl=f'id="{OWNER_ID}"')
+    # Anything that grants someone else stays refused, and writes nothing.
+    for kw in (
+        {"ACL": "public-read"},
+        {"ACL": "authenticated-read"},
+        {"GrantRead": f'id="{ALT_ID}"'},
+        {"GrantFullControl": f'id="{OWNER_ID}", uri="{ALL_USERS}"'},
+    ):
+        assert fails(aws.owner.put_object, Bucket=b, Key="d", Body=b"x", **kw) == (
+            "AccessControlListNotSupported",
+            400,
+        ), kw
+    assert error(aws.owner.head_object, Bucket=b, Key="d") == ("404", 404)
+    assert fails(aws.owner.put_bucket_acl, Bucket=b, ACL="private")[0] == (
+        "AccessControlListNotSupported"
+    )
+
+
+def test_another_accounts_private_acl_is_refused(aws):
+    """Another account's `private` gives the bucket owner nothing: refused, as on AWS
+    (rclone#6413: only cross-account copies failed); its bucket-owner-full-control, or a
+    full-control grant to the bucket owner, passes."""
+    b = aws.new_bucket()
+    grant = {
+        "Effect": "Allow",
+        "Principal": {"AWS": ALT_ID},
+        "Action": ["s3:PutObject", "s3:GetObject"],
+        "Resource": f"arn:aws:s3:::{b}/*",
+    }
+    aws.owner.put_bucket_policy(Bucket=b, Policy=json.dumps({"Statement": [grant]}))
+    aws.owner.put_object(Bucket=b, Key="src", Body=b"src")
+    assert fails(aws.alt.put_object, Bucket=b, Key="k", Body=b"x", ACL="private") == (
+        "AccessControlListNotSupported",
+        400,
+    )
+    copy = {"Bucket": b, "Key": "k2", "CopySource": {"Bucket": b, "Key": "src"}}
+    assert fails(aws.alt.copy_object, ACL="private", **copy)[0] == "AccessControlListNotSupported"
+    for key in ("k", "k2"):
+        assert error(aws.owner.head_object, Bucket=b, Key=key) == ("404", 404)
+    aws.alt.put_object(Bucket=b, Key="k", Body=b"x", ACL="bucket-owner-full-control")
+    aws.alt.put_object(Bucket=b, Key="k3", Body=b"x", GrantFullControl=f'id="{OWNER_ID}"')
+    aws.alt.copy_object(ACL="bucket-owner-full-control", **copy)
+    assert aws.owner.get_object(Bucket=b, Key="k2")["Body"].read() == b"src"
+
+
 def test_create_bucket_acl_and_ownership_headers(aws):
     assert fails(aws.owner.create_bucket, Bucket="acl-public", ACL="public-read") == (
         "InvalidBucketAclWithObjectOwnership",

@@ -3,8 +3,8 @@
 An ACL is given by a canned `x-amz-acl`, by `x-amz-grant-*` headers, or by an
 AccessControlPolicy document (gateway/s3/grants.py). Where the bucket's ownership controls
 disable ACLs (BucketOwnerEnforced), every ACL write is AccessControlListNotSupported except
-the bucket-owner-full-control an object write may carry; reading still answers the owner's
-FULL_CONTROL. A public ACL under BlockPublicAcls is AccessDenied.
+an object write's ACL that grants no more than bucket-owner-full-control does; reading still
+answers the owner's FULL_CONTROL. A public ACL under BlockPublicAcls is AccessDenied.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ def object_acl_for_write(
     canned = headers.get("x-amz-acl")
     if not acls_enabled(bucket):
         # "Buckets that use this setting only accept PUT requests that don't specify an ACL
-        # or ... bucket-owner-full-control" (object-ownership-error-responses.html).
-        if acl is not None and canned != grants.BUCKET_OWNER_FULL_CONTROL:
+        # or specify bucket owner full control ACLs (the bucket-owner-full-control canned ACL
+        # or a custom ACL in XML format that grants the same permissions)" (the
+        # OwnershipControlsRule API page): judged by what the ACL grants, not by its
+        # spelling, so the bucket owner's own `private` (rclone's and s3cmd's default) passes.
+        if acl is not None and not acl.grants_only_bucket_owner_full_control(bucket.owner):
             raise S3Error("AccessControlListNotSupported")
         return None, None
     if acl is not None and acl.is_public() and public_access_block(bucket).block_public_acls:
