@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 
 from ..store import ObjectAttrs
+from . import tagging
 from .auth import AuthResult
 from .authorize import is_anonymous
 
@@ -55,12 +55,17 @@ def lookup(
     """The request's condition values by lower-case key; None for a key it has no value for."""
 
     def value(key: str) -> list[str] | None:
+        # Exactly the value the operation reads: a repeated header arrives joined into one
+        # (middleware.join_repeated_headers), and of a repeated query parameter the first
+        # counts, here as in every operation (aiohttp's MultiDict.get; S3 answers with the
+        # first too). Taking every value would let a condition hold on one occurrence while
+        # the operation used another.
         if key in _HEADER_KEYS:
-            found = request.headers.getall(_HEADER_KEYS[key], None)
-            return list(found) if found else None
+            found = request.headers.get(_HEADER_KEYS[key])
+            return None if found is None else [found]
         if key in _QUERY_KEYS:
-            found = request.query.getall(_QUERY_KEYS[key], None)
-            return list(found) if found else None
+            found = request.query.get(_QUERY_KEYS[key])
+            return None if found is None else [found]
         signed = not is_anonymous(auth.user)
         if key == "aws:sourceip":
             return [request.remote] if request.remote else None
@@ -102,7 +107,8 @@ def lookup(
             raw = request.headers.get("x-amz-tagging")
             if raw is None:
                 return None
-            pairs = parse_qsl(raw, keep_blank_values=True)
+            # The operation's own parsing (its errors too), not a second one of our own.
+            pairs = tagging.from_header(raw)
             if key == "s3:requestobjecttagkeys":
                 return [k for k, _ in pairs]
             wanted = key.partition("/")[2]

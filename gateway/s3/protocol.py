@@ -7,16 +7,20 @@ behind (parsed as the next request): S3 answers these with its XML error, `400 B
 `<MaxSizeAllowed>`, for headers over the limit), and closes the connection. aiohttp would answer
 a plain-text HTTP/1.0 400 naming its version in `Server`, and log the client's bad bytes as an
 ERROR with a traceback; here the log gets one line at info.
+
+And what it accepts, made one: a header sent twice reaches every reader as one joined value.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
-from aiohttp.http import HttpVersion11
+from aiohttp.http import HttpVersion11, RawRequestMessage
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from .. import metrics
 from .errors import S3Error
@@ -84,6 +88,22 @@ class S3RequestHandler(RequestHandler):
         return response
 
 
+def join_repeated_headers(message: RawRequestMessage) -> RawRequestMessage:
+    """A header sent more than once becomes one value, its values joined with ",": what
+    HTTP means by a repeated field (RFC 9110 5.3), what SigV4 signs, and what AWS receives.
+    Done as the request is made, before anything reads it, so the signature, the policy's
+    condition keys and the operation all see the one value: two `x-amz-acl` lines are
+    `private,bucket-owner-full-control`, which is no canned ACL, and no check can pass on
+    one occurrence while the operation uses another."""
+    headers = message.headers
+    if len(headers) == len({name.lower() for name in headers}):
+        return message
+    joined: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        joined[name] = f"{joined[name]},{value}" if name in joined else value
+    return message._replace(headers=CIMultiDictProxy(joined))
+
+
 class S3Server(web.Server):
     def __call__(self) -> RequestHandler:
         return S3RequestHandler(self, loop=self._loop, **self._kwargs)
@@ -95,4 +115,10 @@ class S3AppRunner(web.AppRunner):
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         server.__class__ = S3Server  # the same object, with S3's connection handler
+        make_request = server.request_factory
+
+        def request_factory(message: RawRequestMessage, *args: Any) -> web.BaseRequest:
+            return make_request(join_repeated_headers(message), *args)
+
+        server.request_factory = request_factory
         return server
