@@ -64,6 +64,9 @@ class Rule:
 
 
 _R, _W = grants.READ, grants.WRITE
+BYPASS_GOVERNANCE = "BypassGovernanceRetention"
+# May the request's caller do (operation, key, version id)? Decided as the request itself.
+Allowed = Callable[[str, str, str | None], bool]
 RULES: dict[str, Rule] = {
     "HeadBucket": Rule("s3:ListBucket", _R),
     "ListObjects": Rule("s3:ListBucket", _R),
@@ -100,6 +103,11 @@ RULES: dict[str, Rule] = {
     "GetObjectLegalHold": Rule("s3:GetObjectLegalHold", None, True),
     "PutObjectLegalHold": Rule("s3:PutObjectLegalHold", None, True),
     "RestoreObject": Rule("s3:RestoreObject", None, True),
+    # Not an operation: what a request that lifts a GOVERNANCE lock with
+    # x-amz-bypass-governance-retention needs besides its own action ("you must have the
+    # s3:BypassGovernanceRetention permission and explicitly include the header",
+    # object-lock-managing.html). The bucket owner has it unless a policy denies it.
+    BYPASS_GOVERNANCE: Rule("s3:BypassGovernanceRetention", None, True),
     "GetBucketCors": Rule("s3:GetBucketCORS"),
     "PutBucketCors": Rule("s3:PutBucketCORS"),
     "DeleteBucketCors": Rule("s3:PutBucketCORS"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,6 +14,7 @@ from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
 from ..store.store import Latest
 from ..users import User
+from .authorize import Allowed
 from .errors import S3Error
 from .payload import Payload
 from .router import Endpoint
@@ -47,7 +48,7 @@ class Context:
     object_acl: str | None = None
     # Whether the caller may run an operation on one key of the bucket (operation, key,
     # version id): authorisation's verdict, for operations that name many keys.
-    allowed: Callable[[str, str, str | None], bool] | None = None
+    allowed: Allowed | None = None
     # GetObject and HeadObject of the latest version: that version, read with the bucket
     # (None: not read, or the key has no object; the operation looks it up).
     latest: Latest = None

@@ -175,9 +175,10 @@ class Dispatcher:
                     obj,
                     conditions.lookup(request, auth, obj),
                 )
-                if target.operation in PER_KEY:
-                    allowed = functools.partial(_allowed, access)
-                else:
+                # What else the operation may need decided on the same values: each key of
+                # a DeleteObjects, a GOVERNANCE bypass (retention.bypass_governance).
+                allowed = functools.partial(_allowed, access)
+                if target.operation not in PER_KEY:
                     try:
                         authorize(access)
                     except S3Error as exc:

@@ -12,6 +12,7 @@ from ..store import Bucket
 from ..store.model import NO_LOCK, ObjectInfo, ObjectLock
 from ..store.objectlock import MODES
 from . import checksums, xml
+from .authorize import BYPASS_GOVERNANCE, Allowed
 from .errors import S3Error, invalid_argument
 
 MISSING = "Bucket is missing Object Lock Configuration"
@@ -75,14 +76,14 @@ def require_integrity(
         )
 
 
-def bypass_governance(
-    headers: Mapping[str, str], bucket: Bucket | None, strict: bool = True
-) -> bool:
-    """x-amz-bypass-governance-retention: refused on a bucket without Object Lock, even when
-    `false`, as AWS answers DeleteObject (LocalStack's recording). Not `strict` (DeleteObjects),
-    it is ignored there instead: ceph s3-tests empties every bucket of every test with
-    DeleteObjects and this header, so a refusal would fail the whole suite, and AWS's own API
-    text names no such error."""
+def asks_bypass(headers: Mapping[str, str], bucket: Bucket | None, strict: bool = True) -> bool:
+    """Whether x-amz-bypass-governance-retention asks to lift GOVERNANCE locks: refused on a
+    bucket without Object Lock, even when `false`, as AWS answers DeleteObject (LocalStack's
+    recording). Not `strict` (DeleteObjects), it is ignored there instead: ceph s3-tests
+    empties every bucket of every test with DeleteObjects and this header, so a refusal would
+    fail the whole suite, and AWS's own API text names no such error.
+
+    Asking is not enough: the bypass is granted key by key (`bypass_governance`)."""
     value = headers.get(BYPASS)
     if value is None:
         return False
@@ -93,6 +94,16 @@ def bypass_governance(
             f"{BYPASS} is only applicable to Object Lock enabled buckets.", BYPASS, value
         )
     return value.strip().lower() == "true"
+
+
+def bypass_governance(
+    asked: bool, allowed: Allowed | None, key: str, version_id: str | None
+) -> bool:
+    """Whether a request that `asked` lifts a GOVERNANCE lock on this version: only with
+    s3:BypassGovernanceRetention, decided by the one authorisation function (`allowed`, the
+    dispatcher's) on the request's own values. Without it the lock holds, and the store
+    answers AccessDenied where a lock is in the way (and nothing where none is, as on AWS)."""
+    return asked and allowed is not None and allowed(BYPASS_GOVERNANCE, key, version_id)
 
 
 def lock_headers(obj: ObjectInfo) -> dict[str, str]:

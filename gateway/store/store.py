@@ -405,14 +405,16 @@ class Store:
         self,
         bucket: str,
         targets: Sequence[tuple[str, str | None]],
-        bypass_governance: bool = False,
+        bypass_governance: Sequence[bool] = (),
         conditions: Sequence[DeleteCondition | None] = (),
     ) -> list[Deleted | errors.StoreError]:
         """DeleteObject and DeleteObjects: each (key, version id) removes that version for
         good ("null": the null version); (key, None) deletes the key as the bucket's
-        versioning says (versions.delete). `conditions`, by target: what the version deleted
-        must be (_check_delete). One transaction for them all; a target refused (a version Object
-        Lock keeps, a condition not met) is answered with its error and the others go ahead."""
+        versioning says (versions.delete). By target: `bypass_governance`, whether a
+        GOVERNANCE lock may be lifted (the caller's permission, decided per key), and
+        `conditions`, what the version deleted must be (_check_delete). One transaction for
+        them all; a target refused (a version Object Lock keeps, a condition not met) is
+        answered with its error and the others go ahead."""
 
         # Rows are locked in key order whatever the request's order, so two nodes deleting
         # the same keys cannot deadlock (PostgreSQL would abort one, to be run again).
@@ -432,7 +434,8 @@ class Store:
                     ):
                         done[n] = Deleted(key, vid)  # nothing the condition could hold for
                         continue
-                    done[n] = await versions.delete(tx, record, key, vid, now, bypass_governance)
+                    bypass = n < len(bypass_governance) and bypass_governance[n]
+                    done[n] = await versions.delete(tx, record, key, vid, now, bypass)
                 except refused as exc:
                     done[n] = exc  # raised before it changed anything
             return [done[n] for n in range(len(targets))]

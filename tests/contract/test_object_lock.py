@@ -27,7 +27,7 @@ def lock_bucket(h: Harness) -> str:
 
 
 def remove(h: Harness, b: str, key: str, version_id: str, bypass: bool = False):  # type: ignore[no-untyped-def]
-    (done,) = h.run(h.store.delete_versions(b, [(key, version_id)], bypass))
+    (done,) = h.run(h.store.delete_versions(b, [(key, version_id)], [bypass]))
     return done
 
 

@@ -286,6 +286,50 @@ def test_retention_can_be_extended_and_shortened_only_as_aws_allows(s3, locked):
     assert s3.get_object_retention(Bucket=locked, Key="k")["Retention"] == compliance
 
 
+def test_the_bypass_needs_its_permission(s3, locked):
+    """x-amz-bypass-governance-retention lifts a GOVERNANCE lock only for a caller with
+    s3:BypassGovernanceRetention: the owner has it unless the policy denies it, and a Deny
+    holds against DeleteObject, each key of DeleteObjects and PutObjectRetention."""
+    vids = [
+        s3.put_object(Bucket=locked, Key=key, Body=b"x", ObjectLockMode="GOVERNANCE",
+                      ObjectLockRetainUntilDate=_soon(2))["VersionId"]
+        for key in ("a", "b")
+    ]  # fmt: skip
+    deny = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:BypassGovernanceRetention",
+        "Resource": f"arn:aws:s3:::{locked}/a",
+    }
+    s3.put_bucket_policy(Bucket=locked, Policy=json.dumps({"Statement": [deny]}))
+    with pytest.raises(ClientError) as exc:
+        s3.delete_object(Bucket=locked, Key="a", VersionId=vids[0], BypassGovernanceRetention=True)
+    assert error(exc) == ("AccessDenied", 403)
+    with pytest.raises(ClientError) as exc:
+        s3.put_object_retention(
+            Bucket=locked, Key="a", Retention={}, BypassGovernanceRetention=True
+        )
+    assert error(exc) == ("AccessDenied", 403)
+    done = s3.delete_objects(
+        Bucket=locked,
+        Delete={
+            "Objects": [{"Key": "a", "VersionId": vids[0]}, {"Key": "b", "VersionId": vids[1]}]
+        },
+        BypassGovernanceRetention=True,
+    )
+    # Decided key by key: b, which the Deny does not name, goes.
+    assert [(e["Key"], e["Code"]) for e in done.get("Errors", [])] == [("a", "AccessDenied")]
+    assert [d["Key"] for d in done["Deleted"]] == ["b"]
+    assert s3.get_object_retention(Bucket=locked, Key="a")["Retention"]["Mode"] == "GOVERNANCE"
+    s3.head_object(Bucket=locked, Key="a", VersionId=vids[0])
+    # Without the Deny the owner has the permission.
+    s3.delete_bucket_policy(Bucket=locked)
+    s3.delete_object(Bucket=locked, Key="a", VersionId=vids[0], BypassGovernanceRetention=True)
+    with pytest.raises(ClientError) as exc:
+        s3.head_object(Bucket=locked, Key="a", VersionId=vids[0])
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
 def test_bad_retention_and_legal_hold_requests(gateway, s3, locked, bucket):
     s3.put_object(Bucket=locked, Key="k", Body=b"x")
     for bad in (

@@ -14,7 +14,7 @@ from ...store.objectlock import MODES
 from .. import xml
 from ..context import Context
 from ..errors import S3Error
-from ..retention import HOLD_STATES, bypass_governance, lock_bucket, retain_until
+from ..retention import HOLD_STATES, asks_bypass, bypass_governance, lock_bucket, retain_until
 from .objects import check_key, parse_int, require_integrity_header, version_param
 
 
@@ -93,7 +93,9 @@ async def get_object_retention(ctx: Context) -> web.StreamResponse:
 
 async def put_object_retention(ctx: Context) -> web.StreamResponse:
     lock_bucket(ctx.bucket_record)
-    bypass = bypass_governance(ctx.headers, ctx.bucket_record)
+    key, version_id = check_key(ctx.key), version_param(ctx)
+    asked = asks_bypass(ctx.headers, ctx.bucket_record)
+    bypass = bypass_governance(asked, ctx.allowed, key, version_id)
     require_integrity_header(ctx)
     root = xml.parse(await ctx.read_xml(MAX_BUCKET_XML))
     if root.tag != "Retention":
@@ -104,9 +106,7 @@ async def put_object_retention(ctx: Context) -> web.StreamResponse:
         if mode not in MODES or until is None:
             raise S3Error("MalformedXML")
         until_ns = retain_until(until, "RetainUntilDate")
-    await ctx.store.set_retention(
-        ctx.bucket, check_key(ctx.key), version_param(ctx), mode, until_ns, bypass
-    )
+    await ctx.store.set_retention(ctx.bucket, key, version_id, mode, until_ns, bypass)
     return web.Response()
 
 

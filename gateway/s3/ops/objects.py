@@ -513,7 +513,8 @@ def _part_checksum(obj: ObjectInfo, number: int) -> dict[str, str]:
 
 async def delete_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
-    bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record)
+    asked = retention.asks_bypass(ctx.headers, ctx.bucket_record)
+    bypass = retention.bypass_governance(asked, ctx.allowed, key, version_id)
     h = ctx.headers
     condition = delete_condition(
         h.get("if-match"),
@@ -521,7 +522,9 @@ async def delete_object(ctx: Context) -> web.StreamResponse:
         h.get("x-amz-if-match-last-modified-time"),
         _http_seconds,
     )
-    (done,) = await ctx.store.delete_versions(ctx.bucket, [(key, version_id)], bypass, [condition])
+    (done,) = await ctx.store.delete_versions(
+        ctx.bucket, [(key, version_id)], [bypass], [condition]
+    )
     if isinstance(done, StoreError):
         raise done
     headers = {}
@@ -541,7 +544,7 @@ DELETE_ELEMENTS = 2 + 6 * MAX_DELETE_KEYS
 
 async def delete_objects(ctx: Context) -> web.StreamResponse:
     require_integrity_header(ctx)
-    bypass = retention.bypass_governance(ctx.headers, ctx.bucket_record, strict=False)
+    asked = retention.asks_bypass(ctx.headers, ctx.bucket_record, strict=False)
     expected_md5 = content_md5(ctx.headers)
     body = await ctx.read_xml(MAX_DELETE_XML)
     if expected_md5 is not None and digest.md5_of(body).digest() != expected_md5:
@@ -586,7 +589,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
         done = await ctx.store.delete_versions(
             ctx.bucket,
             [(k, v) for _, k, v, _ in deletable],
-            bypass,
+            [retention.bypass_governance(asked, ctx.allowed, k, v) for _, k, v, _ in deletable],
             [condition for *_, condition in deletable],
         )
         for (at, key, version, _), deleted in zip(deletable, done, strict=True):
