@@ -9,14 +9,14 @@ import itertools
 import json
 import posixpath
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
 from .. import limits
-from ..s3 import sse
+from ..s3 import policy_context, sse
 from ..s3.auth import MAX_EXPIRES_SECONDS, presigned_url
 from ..s3.authorize import (
     BLOCK_ALL,
@@ -88,10 +88,12 @@ async def allowed(
     bucket_name: str,
     key: str | None = None,
     version_id: str | None = None,
-    conditions: Callable[[str], list[str] | None] | None = None,
+    sent: Mapping[str, str] | None = None,
 ) -> Bucket:
     """The bucket, once `authorize` has allowed the user `operation` on it (and the key), as
-    an S3 request of that operation would be judged; AccessDenied otherwise."""
+    an S3 request of that operation from this browser would be judged (its address,
+    transport and time; `sent`, the parameters and headers of that operation, as
+    policy_context.for_console takes them); AccessDenied otherwise."""
     request[ACTION] = operation
     request[BUCKET] = bucket_name
     if key is not None:
@@ -101,15 +103,19 @@ async def allowed(
     obj = None
     if key is not None and needs_object(operation, bucket):
         obj = await object_attrs(store, bucket.name, key, version_id)
-    access = Access(request[SESSION].user, operation, bucket, key, version_id, obj)
-    if conditions is not None:
-        access = replace(access, conditions=conditions)
-    authorize(access)
+    user = request[SESSION].user
+    conditions = policy_context.for_console(request, user, sent or {}, obj)
+    authorize(Access(user, operation, bucket, key, version_id, obj, conditions))
     return bucket
 
 
-def _may(request: web.Request, operation: str, bucket: Bucket, key: str | None = None) -> bool:
-    return decide(Access(request[SESSION].user, operation, bucket, key))
+def _may(request: web.Request, operation: str, bucket: Bucket) -> bool:
+    user = request[SESSION].user
+    return decide(
+        Access(
+            user, operation, bucket, conditions=policy_context.for_console(request, user, {}, None)
+        )
+    )
 
 
 def _param(request: web.Request, name: str, required: bool = True) -> str:
@@ -239,10 +245,8 @@ async def bucket_page(request: web.Request) -> web.Response:
     prefix = request.query.get("prefix", "")
     after = request.query.get("after", "")
 
-    def conditions(n: str) -> list[str] | None:
-        return [prefix] if n == "s3:prefix" else ["/"] if n == "s3:delimiter" else None
-
-    bucket = await allowed(request, "ListObjectsV2", name, conditions=conditions)
+    listed = {"prefix": prefix, "delimiter": "/", "max-keys": str(PAGE_SIZE)}
+    bucket = await allowed(request, "ListObjectsV2", name, sent=listed)
     listing = await _console(request).store.list_objects(name, prefix, "/", after, PAGE_SIZE)
     # Names are shown from the folder on: a search prefix may end inside a name.
     folder = prefix.rfind("/") + 1
@@ -474,7 +478,9 @@ async def copy_object(request: web.Request) -> web.StreamResponse:
     await allowed(request, "GetObject", name, key, version)
     if move:
         await allowed(request, "DeleteObject", name, key, version)
-    dest = await allowed(request, "CopyObject", target_bucket, target_key)
+    source_name = f"{name}/{quote(key)}" + (f"?versionId={version}" if version else "")
+    copying = {"x-amz-copy-source": source_name, "x-amz-metadata-directive": "COPY"}
+    dest = await allowed(request, "CopyObject", target_bucket, target_key, sent=copying)
     console = _console(request)
     store = console.store
     source = await store.head_object(name, key, version)

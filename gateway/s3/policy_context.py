@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from ..store import ObjectAttrs
+from ..users import User
 from . import tagging
 from .auth import AuthResult
 from .authorize import is_anonymous
@@ -49,28 +51,83 @@ _QUERY_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class Caller:
+    """What a policy's condition keys are read from: the request as its caller sent it. An
+    S3 request fills it from itself (`lookup`); the console from the browser's request and
+    the values of the S3 operation it performs (`for_console`), so that a condition judges
+    the same address, transport, time and identity whichever door the user came through."""
+
+    user: User
+    remote: str | None
+    secure: bool
+    headers: Mapping[str, str]
+    query: Mapping[str, str]
+    # "AWS4-HMAC-SHA256" or "AWS" for a signed S3 request; None for anonymous ones and the
+    # console's (which no signature authenticates).
+    signature_version: str | None = None
+    auth_type: str | None = None  # REST-HEADER, REST-QUERY-STRING; None as above
+
+
 def lookup(
-    request: web.Request, auth: AuthResult, obj: ObjectAttrs | None
+    request: web.BaseRequest, auth: AuthResult, obj: ObjectAttrs | None
 ) -> Callable[[str], list[str] | None]:
-    """The request's condition values by lower-case key; None for a key it has no value for."""
+    """An S3 request's condition values by lower-case key; None for a key it has no value
+    for."""
+    signed = not is_anonymous(auth.user)
+    caller = Caller(
+        auth.user,
+        request.remote,
+        request.secure,
+        request.headers,
+        request.query,
+        signature_version=("AWS4-HMAC-SHA256" if auth.scope else "AWS") if signed else None,
+        auth_type=(
+            ("REST-HEADER" if "authorization" in request.headers else "REST-QUERY-STRING")
+            if signed
+            else None
+        ),
+    )
+    return values(caller, obj)
+
+
+# The browser's own headers that a console action carries to its S3 operation: the others
+# (x-amz-acl, ...) the console never reads, so no condition may be judged on them.
+_CONSOLE_HEADERS = ("user-agent", "referer")
+
+
+def for_console(
+    request: web.BaseRequest, user: User, sent: Mapping[str, str], obj: ObjectAttrs | None
+) -> Callable[[str], list[str] | None]:
+    """The condition values of a console action: the browser's address, transport and
+    agent, the signed-in user, the time, and `sent`, the parameters and headers the S3
+    operation the action performs would carry (prefix, delimiter, x-amz-copy-source, ...;
+    their names never clash)."""
+    headers = {name: request.headers[name] for name in _CONSOLE_HEADERS if name in request.headers}
+    return values(Caller(user, request.remote, request.secure, {**headers, **sent}, sent), obj)
+
+
+def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str] | None]:
+    """The condition values of `caller`'s request on `obj` (its attrs, where the bucket's
+    policy reads its tags), by lower-case key."""
 
     def value(key: str) -> list[str] | None:
         # Exactly the value the operation reads: a repeated header arrives joined into one
-        # (middleware.join_repeated_headers), and of a repeated query parameter the first
+        # (protocol.join_repeated_headers), and of a repeated query parameter the first
         # counts, here as in every operation (aiohttp's MultiDict.get; S3 answers with the
         # first too). Taking every value would let a condition hold on one occurrence while
         # the operation used another.
         if key in _HEADER_KEYS:
-            found = request.headers.get(_HEADER_KEYS[key])
+            found = caller.headers.get(_HEADER_KEYS[key])
             return None if found is None else [found]
         if key in _QUERY_KEYS:
-            found = request.query.get(_QUERY_KEYS[key])
+            found = caller.query.get(_QUERY_KEYS[key])
             return None if found is None else [found]
-        signed = not is_anonymous(auth.user)
+        signed = not is_anonymous(caller.user)
         if key == "aws:sourceip":
-            return [request.remote] if request.remote else None
+            return [caller.remote] if caller.remote else None
         if key == "aws:securetransport":
-            return ["true" if request.secure else "false"]
+            return ["true" if caller.secure else "false"]
         if key == "aws:currenttime":
             return [dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
         if key == "aws:epochtime":
@@ -78,7 +135,7 @@ def lookup(
         if key in ("aws:principalarn", "aws:principalaccount", "aws:userid", "aws:username"):
             if not signed:
                 return None
-            user = auth.user
+            user = caller.user
             return [
                 {
                     "aws:principalarn": f"arn:aws:iam::{user.canonical_id}:root",
@@ -90,13 +147,9 @@ def lookup(
         if key == "aws:principaltype":
             return ["Account" if signed else "Anonymous"]
         if key == "s3:signatureversion":
-            if not signed:
-                return None
-            return ["AWS4-HMAC-SHA256" if auth.scope else "AWS"]
+            return None if caller.signature_version is None else [caller.signature_version]
         if key == "s3:authtype":
-            if not signed:
-                return None
-            return ["REST-HEADER" if "authorization" in request.headers else "REST-QUERY-STRING"]
+            return None if caller.auth_type is None else [caller.auth_type]
         if key.startswith("s3:existingobjecttag/"):
             tags = dict(obj.tags) if obj is not None else {}
             wanted = key.partition("/")[2]
@@ -104,7 +157,7 @@ def lookup(
             found = [v for k, v in tags.items() if k.lower() == wanted]
             return found or None
         if key.startswith("s3:requestobjecttag/") or key == "s3:requestobjecttagkeys":
-            raw = request.headers.get("x-amz-tagging")
+            raw = caller.headers.get("x-amz-tagging")
             if raw is None:
                 return None
             # The operation's own parsing (its errors too), not a second one of our own.

@@ -443,6 +443,61 @@ def test_the_bucket_policy_decides_what_another_user_may_do(console, alice_s3):
     alice_s3.head_object(Bucket="console-shared", Key="doc.txt")
 
 
+def test_the_policy_judges_the_console_as_the_browsers_s3_request(console, alice_s3):
+    """The console decides with the request context an S3 request from the same browser
+    carries: a Deny over plain HTTP, or from outside a network, refuses the owner's listing,
+    download, copy and delete through the console as through S3 (the review's H4)."""
+    b = "console-conditional"
+    alice_s3.create_bucket(Bucket=b)
+    alice_s3.put_object(Bucket=b, Key="doc.txt", Body=b"kept")
+    me = Session(console, ALICE)
+    assert me.get("/download", bucket=b, key="doc.txt") == (200, "kept")
+    resources = [f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*"]
+    for condition in (
+        {"Bool": {"aws:SecureTransport": "false"}},
+        {"NotIpAddress": {"aws:SourceIp": "10.0.0.0/8"}},
+        {"DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"}},
+        {"StringLike": {"s3:prefix": ""}},
+    ):
+        deny = {
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": resources,
+            "Condition": condition,
+        }
+        if "s3:prefix" in condition.get("StringLike", {}):
+            deny["Action"] = "s3:ListBucket"  # the top of the bucket, listed by prefix ""
+        alice_s3.put_bucket_policy(Bucket=b, Policy=json.dumps({"Statement": [deny]}))
+        with pytest.raises(ClientError) as refused:
+            alice_s3.list_objects_v2(Bucket=b)
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+        assert me.get("/bucket", name=b)[0] == 403, condition
+        if deny["Action"] == "s3:*":
+            assert me.get("/download", bucket=b, key="doc.txt")[0] == 403, condition
+            status, page = me.act("/object/delete", bucket=b, key="doc.txt")
+            assert status == 403 and "AccessDenied" in page
+            status, _ = me.act("/object/copy", bucket=b, key="doc.txt", target_key="copy.txt")
+            assert status == 403
+        alice_s3.delete_bucket_policy(Bucket=b)
+        assert alice_s3.get_object(Bucket=b, Key="doc.txt")["Body"].read() == b"kept"
+    assert [o["Key"] for o in alice_s3.list_objects_v2(Bucket=b)["Contents"]] == ["doc.txt"]
+    # A copy whose source a Deny names by x-amz-copy-source is refused in the console too.
+    deny = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:PutObject",
+        "Resource": f"arn:aws:s3:::{b}/*",
+        "Condition": {"StringLike": {"s3:x-amz-copy-source": f"{b}/doc*"}},
+    }
+    alice_s3.put_bucket_policy(Bucket=b, Policy=json.dumps({"Statement": [deny]}))
+    status, _ = me.act("/object/copy", bucket=b, key="doc.txt", target_key="copy.txt")
+    assert status == 403
+    alice_s3.delete_bucket_policy(Bucket=b)
+    status, _ = me.act("/object/copy", bucket=b, key="doc.txt", target_key="copy.txt")
+    assert status == 200
+
+
 def test_a_customer_key_object_is_not_downloaded(console, alice_s3):
     alice_s3.create_bucket(Bucket="console-ssec")
     # New buckets block SSE-C writes (AWS's default since April 2026): allowed on this one.
