@@ -4,8 +4,10 @@ standing right to the policy, the public access block, and conditions on real re
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
+from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 
 from tests.integration.accounts import (
@@ -226,3 +228,21 @@ def test_delete_objects_is_decided_key_by_key(legacy):
     assert [e["Code"] for e in answer["Errors"]] == ["AccessDenied"]
     listed = legacy.owner.list_objects_v2(Bucket=b)["Contents"]
     assert [o["Key"] for o in listed] == ["keep/a"]
+
+
+def test_a_wildcard_resource_does_not_hold_the_worker(legacy):
+    """A Resource of many stars against a long key: matched in one pass, not by a
+    backtracking regex that held a worker for minutes. A hang fails by the clients' timeouts."""
+    b = legacy.new_bucket()
+    key = "a" * 300
+    legacy.owner.put_object(Bucket=b, Key=key, Body=b"x")
+    legacy.owner.put_object(Bucket=b, Key=key + "b", Body=b"y")
+    hostile = allow(b, Resource=f"arn:aws:s3:::{b}/" + "*a" * 20 + "*b")
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, hostile))
+    anon = legacy.server.client(signature_version=UNSIGNED, read_timeout=30, connect_timeout=5)
+    # The statement does not reach the key (it ends with "b"), so nothing grants the read.
+    assert error(anon.get_object, Bucket=b, Key=key) == ("AccessDenied", 403)
+    with urllib.request.urlopen(f"{legacy.server.url}/health/live", timeout=30) as answer:
+        assert answer.status == 200
+    # A key the pattern does match is served.
+    assert anon.get_object(Bucket=b, Key=key + "b")["Body"].read() == b"y"
