@@ -66,13 +66,14 @@ _S3_KEY_NAMES = """
     s3:TlsVersion s3:object-lock-mode s3:object-lock-retain-until-date
     s3:object-lock-remaining-retention-days s3:object-lock-legal-hold s3:LocationConstraint
     s3:ResourceAccount s3:x-amz-object-ownership s3:DataAccessPointArn
-    s3:AccessPointNetworkOrigin
+    s3:AccessPointNetworkOrigin s3:DataAccessPointAccount
     s3:if-match s3:if-none-match
 """
 S3_KEYS = frozenset(k.lower() for k in _S3_KEY_NAMES.split())
 _TAG_KEY_PREFIXES = ("s3:existingobjecttag/", "s3:requestobjecttag/")
 # Keys whose fixed values make a statement non-public ("The meaning of public",
-# access-control-block-public-access.html).
+# access-control-block-public-access.html, and the PublicAccessBlockConfiguration API text):
+# each names the caller or where the request comes from.
 _FIXING_KEYS = frozenset(
     k.lower()
     for k in (
@@ -87,7 +88,15 @@ _FIXING_KEYS = frozenset(
         "aws:PrincipalAccount",
         "aws:PrincipalArn",
         "s3:DataAccessPointArn",
+        "s3:DataAccessPointAccount",
+        "s3:x-amz-server-side-encryption-aws-kms-key-id",
     )
+)
+# The operators under which such a key fixes the caller: it must be present and equal one of
+# the values. Negated ones (StringNotEquals, NotIpAddress), IfExists (true without the key),
+# Null and ForAllValues (true for an empty set) let anyone through.
+_FIXING_OPERATORS = frozenset(
+    ("StringEquals", "StringEqualsIgnoreCase", "StringLike", "ArnEquals", "ArnLike", "IpAddress")
 )
 
 
@@ -362,6 +371,26 @@ class Condition:
     negated: bool
     if_exists: bool
     quantifier: str | None  # "ForAnyValue", "ForAllValues" or None
+    base: str  # the operator without its quantifier and IfExists: "StringEquals"
+
+    def fixes_caller(self) -> bool:
+        """Whether the condition lets only known callers through: a key that names the
+        caller or its network, required present and equal to fixed values ("The meaning of
+        public": values without a wildcard or a policy variable; a CIDR other than /0)."""
+        if self.key not in _FIXING_KEYS or self.base not in _FIXING_OPERATORS:
+            return False
+        if self.if_exists or self.negated or self.quantifier == "ForAllValues":
+            return False
+        for value in self.values:
+            if "${" in value:
+                return False
+            if self.base.endswith("Like") and ("*" in value or "?" in value):
+                return False
+            if self.base == "IpAddress":
+                network = _network(value)
+                if network is None or network.prefixlen == 0:
+                    return False
+        return True
 
     def holds(self, lookup: Callable[[str], list[str] | None]) -> bool:
         actual = lookup(self.key)
@@ -432,6 +461,7 @@ def _conditions(value: object) -> tuple[Condition, ...]:
                     negated,
                     if_exists,
                     quantifier,
+                    base,
                 )
             )
     return tuple(out)
@@ -464,11 +494,13 @@ class Statement:
         return all(c.holds(request.lookup) for c in self.conditions)
 
     def is_public(self) -> bool:
+        """An Allow to everyone that no condition narrows to known callers. Conditions are
+        ANDed: one that fixes the caller is enough, and others cannot widen it."""
         if self.effect is not Effect.ALLOW:
             return False
         if self.principals.fixed() and not self.not_principal:
             return False
-        return not any(c.key in _FIXING_KEYS and not c.negated for c in self.conditions)
+        return not any(c.fixes_caller() for c in self.conditions)
 
 
 def _pair(doc: dict[str, object], name: str, required: bool = True) -> tuple[object, bool]:
