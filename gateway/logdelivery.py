@@ -11,6 +11,10 @@ delivery delay (`--log-delivery-interval`), as AWS delivers them "within a few h
   they make no records themselves: a bucket that logs into itself gets no feedback loop.
 - Each process (and each node sharing a catalog) delivers its own records under its own
   unique names, as AWS's many front ends do.
+- Records go only to a target that still belongs to the source bucket's owner: PutBucketLogging
+  accepted a target of the same account (AWS requires it), and a target deleted and created
+  again by another account must not receive the keys, requesters and addresses of the
+  source's requests. Such records are dropped and counted (s3gw_log_records_dropped).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from . import metrics
 from .s3 import bucketlog, grants, sse
 from .s3.bucketlog import LoggingConfig, Record
 from .s3.context import RESPONSE_STARTED_AT
@@ -180,23 +185,27 @@ class LogDelivery:
         try:
             target = await self.store.get_bucket(config.target_bucket)
             if target is None:
-                log.warning(
-                    "access log of %s: target bucket %s is gone; %d records dropped",
-                    source,
-                    config.target_bucket,
-                    len(batch.lines),
-                )
+                self._drop(source, batch, "target_gone", "the target bucket is gone")
+                return None
+            if target.owner != batch.source_owner:
+                # The name now belongs to another account (the target was deleted and created
+                # again): the records would tell it what the source's owner does.
+                self._drop(source, batch, "target_owner_changed", "the target has another owner")
                 return None
             return await self._write(source, batch, target)
         except (S3Error, StoreError, OSError) as exc:
-            log.warning(
-                "access log of %s: %d records not delivered to %s: %s",
-                source,
-                len(batch.lines),
-                config.target_bucket,
-                exc,
-            )
+            self._drop(source, batch, "write_failed", f"not written: {exc}")
             return None
+
+    def _drop(self, source: str, batch: _Batch, reason: str, why: str) -> None:
+        log.warning(
+            "access log of %s: %d records dropped, %s: %s",
+            source,
+            len(batch.lines),
+            batch.config.target_bucket,
+            why,
+        )
+        metrics.LOG_RECORDS_DROPPED.labels(reason).inc(len(batch.lines))
 
     async def _write(self, source: str, batch: _Batch, target: Bucket) -> str:
         config = batch.config

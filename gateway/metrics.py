@@ -130,6 +130,7 @@ _directory: Path | None = None
 
 def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
+    global LOG_RECORDS_DROPPED
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -155,6 +156,14 @@ def _define(registry: CollectorRegistry | None) -> None:
         "s3gw_stored_scans",
         "Catalog scans that counted s3gw_objects and s3gw_stored_bytes (in the background, "
         "one every few seconds whatever the scrapes)",
+        registry=registry,
+    )
+    LOG_RECORDS_DROPPED = Counter(
+        "s3gw_log_records_dropped",
+        "Server access log records not delivered, by reason: target_gone (the target bucket "
+        "was deleted), target_owner_changed (it now belongs to another account) or "
+        "write_failed",
+        ["reason"],
         registry=registry,
     )
 

@@ -66,13 +66,14 @@ _S3_KEY_NAMES = """
     s3:TlsVersion s3:object-lock-mode s3:object-lock-retain-until-date
     s3:object-lock-remaining-retention-days s3:object-lock-legal-hold s3:LocationConstraint
     s3:ResourceAccount s3:x-amz-object-ownership s3:DataAccessPointArn
-    s3:AccessPointNetworkOrigin
+    s3:AccessPointNetworkOrigin s3:DataAccessPointAccount
     s3:if-match s3:if-none-match
 """
 S3_KEYS = frozenset(k.lower() for k in _S3_KEY_NAMES.split())
 _TAG_KEY_PREFIXES = ("s3:existingobjecttag/", "s3:requestobjecttag/")
 # Keys whose fixed values make a statement non-public ("The meaning of public",
-# access-control-block-public-access.html).
+# access-control-block-public-access.html, and the PublicAccessBlockConfiguration API text):
+# each names the caller or where the request comes from.
 _FIXING_KEYS = frozenset(
     k.lower()
     for k in (
@@ -87,7 +88,15 @@ _FIXING_KEYS = frozenset(
         "aws:PrincipalAccount",
         "aws:PrincipalArn",
         "s3:DataAccessPointArn",
+        "s3:DataAccessPointAccount",
+        "s3:x-amz-server-side-encryption-aws-kms-key-id",
     )
+)
+# The operators under which such a key fixes the caller: it must be present and equal one of
+# the values. Negated ones (StringNotEquals, NotIpAddress), IfExists (true without the key),
+# Null and ForAllValues (true for an empty set) let anyone through.
+_FIXING_OPERATORS = frozenset(
+    ("StringEquals", "StringEqualsIgnoreCase", "StringLike", "ArnEquals", "ArnLike", "IpAddress")
 )
 
 
@@ -100,10 +109,85 @@ def malformed(message: str) -> S3Error:
     return S3Error("MalformedPolicy", message)
 
 
-def wildcard(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    """IAM's `*` (any run) and `?` (one character); everything else literal."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(body, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+# -- wildcards -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The pattern between two stars: literal pieces at fixed offsets, with a `?` (any one
+    character) at every offset no piece covers."""
+
+    length: int
+    pieces: tuple[tuple[int, str], ...]  # (offset, non-empty literal)
+
+    @classmethod
+    def of(cls, text: str) -> _Run:
+        pieces, offset = [], 0
+        for literal in text.split("?"):
+            if literal:
+                pieces.append((offset, literal))
+            offset += len(literal) + 1
+        return cls(len(text), tuple(pieces))
+
+    def at(self, text: str, start: int) -> bool:
+        return start + self.length <= len(text) and all(
+            text.startswith(literal, start + offset) for offset, literal in self.pieces
+        )
+
+    def find(self, text: str, start: int, end: int) -> int:
+        """The first position >= start where the run matches and ends by `end`, or -1."""
+        if not self.pieces:
+            return start if start + self.length <= end else -1
+        first_offset, first = self.pieces[0]
+        hit = text.find(first, start + first_offset)
+        while hit != -1:
+            begin = hit - first_offset
+            if begin + self.length > end:
+                return -1
+            if self.at(text, begin):
+                return begin
+            hit = text.find(first, hit + 1)
+        return -1
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    """IAM's wildcard (reference_policies_elements_resource.html): `*` any run of characters,
+    none included, `?` exactly one, everything else literal.
+
+    Matched without regular expressions: a policy's pattern once became a backtracking regex,
+    and `*a*a…*b` against a 300-byte key held a worker for 77 s. Here the runs between stars
+    are fixed-length, so the leftmost place for each is always a right one: one pass, left to
+    right, with str.find, at most len(pattern) * len(text) steps."""
+
+    runs: tuple[_Run, ...]  # one run: no star; else prefix, middles, suffix
+    ignore_case: bool = False
+
+    def matches(self, text: str) -> bool:
+        if self.ignore_case:
+            text = text.lower()
+        runs = self.runs
+        if len(runs) == 1:
+            return runs[0].length == len(text) and runs[0].at(text, 0)
+        head, tail = runs[0], runs[-1]
+        end = len(text) - tail.length
+        if end < head.length or not head.at(text, 0) or not tail.at(text, end):
+            return False
+        position = head.length
+        for run in runs[1:-1]:
+            found = run.find(text, position, end)
+            if found == -1:
+                return False
+            position = found + run.length
+        return True
+
+
+@functools.lru_cache(maxsize=4096)
+def wildcard(pattern: str, *, ignore_case: bool = False) -> Wildcard:
+    """`pattern` ready to match (case-insensitively for action names)."""
+    if ignore_case:
+        pattern = pattern.lower()
+    return Wildcard(tuple(_Run.of(run) for run in pattern.split("*")), ignore_case)
 
 
 @dataclass(frozen=True)
@@ -235,12 +319,7 @@ def _ip_in(actual: str, wanted: str) -> bool:
 
 
 def _like(actual: str, wanted: str) -> bool:
-    return _cached_wildcard(wanted, False).fullmatch(actual) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _cached_wildcard(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    return wildcard(pattern, ignore_case=ignore_case)
+    return wildcard(wanted).matches(actual)
 
 
 def _bool(actual: str, wanted: str) -> bool:
@@ -292,6 +371,26 @@ class Condition:
     negated: bool
     if_exists: bool
     quantifier: str | None  # "ForAnyValue", "ForAllValues" or None
+    base: str  # the operator without its quantifier and IfExists: "StringEquals"
+
+    def fixes_caller(self) -> bool:
+        """Whether the condition lets only known callers through: a key that names the
+        caller or its network, required present and equal to fixed values ("The meaning of
+        public": values without a wildcard or a policy variable; a CIDR other than /0)."""
+        if self.key not in _FIXING_KEYS or self.base not in _FIXING_OPERATORS:
+            return False
+        if self.if_exists or self.negated or self.quantifier == "ForAllValues":
+            return False
+        for value in self.values:
+            if "${" in value:
+                return False
+            if self.base.endswith("Like") and ("*" in value or "?" in value):
+                return False
+            if self.base == "IpAddress":
+                network = _network(value)
+                if network is None or network.prefixlen == 0:
+                    return False
+        return True
 
     def holds(self, lookup: Callable[[str], list[str] | None]) -> bool:
         actual = lookup(self.key)
@@ -362,6 +461,7 @@ def _conditions(value: object) -> tuple[Condition, ...]:
                     negated,
                     if_exists,
                     quantifier,
+                    base,
                 )
             )
     return tuple(out)
@@ -376,29 +476,31 @@ class Statement:
     effect: Effect
     principals: Principals
     not_principal: bool
-    actions: tuple[re.Pattern[str], ...]
+    actions: tuple[Wildcard, ...]
     not_action: bool
-    resources: tuple[re.Pattern[str], ...]
+    resources: tuple[Wildcard, ...]
     not_resource: bool
     conditions: tuple[Condition, ...]
 
     def applies(self, request: PolicyRequest) -> bool:
         if self.principals.match(request.caller) == self.not_principal:
             return False
-        hit = any(p.fullmatch(request.action) for p in self.actions)
+        hit = any(p.matches(request.action) for p in self.actions)
         if hit == self.not_action:
             return False
-        hit = any(p.fullmatch(request.resource) for p in self.resources)
+        hit = any(p.matches(request.resource) for p in self.resources)
         if hit == self.not_resource:
             return False
         return all(c.holds(request.lookup) for c in self.conditions)
 
     def is_public(self) -> bool:
+        """An Allow to everyone that no condition narrows to known callers. Conditions are
+        ANDed: one that fixes the caller is enough, and others cannot widen it."""
         if self.effect is not Effect.ALLOW:
             return False
         if self.principals.fixed() and not self.not_principal:
             return False
-        return not any(c.key in _FIXING_KEYS and not c.negated for c in self.conditions)
+        return not any(c.fixes_caller() for c in self.conditions)
 
 
 def _pair(doc: dict[str, object], name: str, required: bool = True) -> tuple[object, bool]:
@@ -413,7 +515,7 @@ def _pair(doc: dict[str, object], name: str, required: bool = True) -> tuple[obj
     return (plain, False) if plain is not None else (negated, True)
 
 
-def _actions(value: object) -> tuple[re.Pattern[str], ...]:
+def _actions(value: object) -> tuple[Wildcard, ...]:
     out = []
     for action in _strings(value, "Action"):
         if action == "*":
@@ -428,13 +530,13 @@ def _actions(value: object) -> tuple[re.Pattern[str], ...]:
     return tuple(out)
 
 
-def _resources(value: object, bucket: str) -> tuple[re.Pattern[str], ...]:
+def _resources(value: object, bucket: str) -> tuple[Wildcard, ...]:
     out = []
     for resource in _strings(value, "Resource"):
         if not resource.startswith("arn:aws:s3:::"):
             raise malformed("Policy has invalid resource")
         named = resource[len("arn:aws:s3:::") :].partition("/")[0]
-        if not wildcard(named).fullmatch(bucket):
+        if not wildcard(named).matches(bucket):
             raise malformed("Policy has invalid resource")
         out.append(wildcard(resource))
     return tuple(out)

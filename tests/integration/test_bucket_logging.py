@@ -9,6 +9,7 @@ import re
 import shlex
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -484,3 +485,45 @@ def test_requests_refused_before_their_bucket_is_found_are_logged(gateway, s3):
         ("InvalidAccessKeyId", "403", "-"),
     ]
     assert all(r["bucket"] == "src-r" and r["uri"] == "GET /src-r/k HTTP/1.1" for r in refused)
+
+
+def dropped(gateway: GatewayProcess, reason: str) -> float:
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = re.search(rf'^s3gw_log_records_dropped_total{{reason="{reason}"}} (\S+)$', text, re.M)
+    return float(found[1]) if found else 0.0
+
+
+def test_no_records_for_a_target_that_changed_hands(gateway, s3):
+    """The target is deleted and another account creates a bucket of its name: the source's
+    records (keys, requesters, addresses) are dropped, not delivered to the new owner."""
+    alt = gateway.client(*ALT)
+    s3.create_bucket(Bucket="src-h")
+    s3.create_bucket(Bucket="logs-h")
+    enable(s3, "src-h", "logs-h")
+    s3.delete_bucket(Bucket="logs-h")
+    alt.create_bucket(Bucket="logs-h")
+    changed_before = dropped(gateway, "target_owner_changed")
+    s3.put_object(Bucket="src-h", Key="secret/plan.txt", Body=b"x")
+    s3.get_object(Bucket="src-h", Key="secret/plan.txt")
+    assert flush(gateway, "src-h") == ""
+    assert log_objects(alt, "logs-h") == []
+    assert dropped(gateway, "target_owner_changed") == changed_before + 2
+
+    # A target that is simply gone: dropped too, and counted as such.
+    alt.delete_bucket(Bucket="logs-h")
+    gone_before = dropped(gateway, "target_gone")
+    s3.put_object(Bucket="src-h", Key="more", Body=b"x")
+    assert flush(gateway, "src-h") == ""
+    # The PUT's record and the previous flush's own (made once that request was answered).
+    assert dropped(gateway, "target_gone") == gone_before + 2
+
+    # The owner's own bucket of that name receives them again.
+    s3.create_bucket(Bucket="logs-h")
+    s3.put_object(Bucket="src-h", Key="again", Body=b"x")
+    key = flush(gateway, "src-h")
+    records = parse(s3.get_object(Bucket="logs-h", Key=key)["Body"].read())
+    assert [(r["operation"], r["key"]) for r in records] == [
+        ("REST.POST.LOGGING", "-"),
+        ("REST.PUT.OBJECT", "again"),
+    ]

@@ -4,8 +4,10 @@ standing right to the policy, the public access block, and conditions on real re
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
+from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 
 from tests.integration.accounts import (
@@ -226,3 +228,59 @@ def test_delete_objects_is_decided_key_by_key(legacy):
     assert [e["Code"] for e in answer["Errors"]] == ["AccessDenied"]
     listed = legacy.owner.list_objects_v2(Bucket=b)["Contents"]
     assert [o["Key"] for o in listed] == ["keep/a"]
+
+
+def test_a_wildcard_resource_does_not_hold_the_worker(legacy):
+    """A Resource of many stars against a long key: matched in one pass, not by a
+    backtracking regex that held a worker for minutes. A hang fails by the clients' timeouts."""
+    b = legacy.new_bucket()
+    key = "a" * 300
+    legacy.owner.put_object(Bucket=b, Key=key, Body=b"x")
+    legacy.owner.put_object(Bucket=b, Key=key + "b", Body=b"y")
+    hostile = allow(b, Resource=f"arn:aws:s3:::{b}/" + "*a" * 20 + "*b")
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, hostile))
+    anon = legacy.server.client(signature_version=UNSIGNED, read_timeout=30, connect_timeout=5)
+    # The statement does not reach the key (it ends with "b"), so nothing grants the read.
+    assert error(anon.get_object, Bucket=b, Key=key) == ("AccessDenied", 403)
+    with urllib.request.urlopen(f"{legacy.server.url}/health/live", timeout=30) as answer:
+        assert answer.status == 200
+    # A key the pattern does match is served.
+    assert anon.get_object(Bucket=b, Key=key + "b")["Body"].read() == b"y"
+
+
+# "The meaning of public": a condition that lets a caller through when its key is absent
+# (IfExists), or for any value but one (StringNotEquals), fixes no caller.
+LOOSE_CONDITIONS = (
+    {"StringEqualsIfExists": {"aws:SourceVpc": "vpc-91237329"}},
+    {"StringNotEquals": {"aws:SourceVpc": "vpc-91237329"}},
+    {"IpAddress": {"aws:SourceIp": "0.0.0.0/0"}},
+    {"StringLike": {"aws:SourceVpc": "vpc-*"}},
+)
+
+
+@pytest.mark.parametrize("condition", LOOSE_CONDITIONS, ids=["IfExists", "Not", "/0", "Like"])
+def test_block_public_policy_sees_loose_conditions(aws, condition):
+    b = aws.new_bucket()
+    loose = policy(b, allow(b, Condition=condition))
+    assert fails(aws.owner.put_bucket_policy, Bucket=b, Policy=loose) == ("AccessDenied", 403)
+    assert fails(aws.owner.get_bucket_policy, Bucket=b)[0] == "NoSuchBucketPolicy"
+    # A fixed value is not public: accepted.
+    fixed = {"StringEquals": {"aws:SourceVpc": "vpc-91237329"}}
+    aws.owner.put_bucket_policy(Bucket=b, Policy=policy(b, allow(b, Condition=fixed)))
+    assert aws.owner.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is False
+
+
+def test_policy_status_and_restrict_public_buckets_see_loose_conditions(legacy):
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"x")
+    loose = {"StringEqualsIfExists": {"aws:SourceVpc": "vpc-91237329"}}
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, allow(b, Condition=loose)))
+    assert legacy.owner.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is True
+    # No request here comes from a VPC: the condition holds, and anyone may read...
+    assert legacy.anon.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+    # ...until RestrictPublicBuckets, which the policy's being public brings into play.
+    legacy.owner.put_public_access_block(
+        Bucket=b, PublicAccessBlockConfiguration={"RestrictPublicBuckets": True}
+    )
+    assert error(legacy.anon.get_object, Bucket=b, Key="k") == ("AccessDenied", 403)
+    assert legacy.owner.get_object(Bucket=b, Key="k")["Body"].read() == b"x"

@@ -231,6 +231,69 @@ def test_is_public() -> None:
     assert not public(Effect="Deny")
 
 
+# "The meaning of public" (access-control-block-public-access.html): an Allow to everyone is
+# public unless a condition fixes the caller: a key naming the caller or its network, present
+# and equal to fixed values.
+FIXED_VPC = {"aws:SourceVpc": "vpc-91237329"}
+
+
+@pytest.mark.parametrize(
+    ("condition", "public"),
+    [
+        (None, True),
+        ({"StringEquals": FIXED_VPC}, False),
+        ({"StringEqualsIgnoreCase": FIXED_VPC}, False),
+        ({"StringLike": FIXED_VPC}, False),  # Like without a wildcard is a fixed value
+        ({"StringLike": {"aws:SourceVpc": "vpc-*"}}, True),  # AWS's own example
+        ({"StringLike": {"aws:SourceVpc": "vpc-9123732?"}}, True),
+        ({"StringLike": {"aws:userid": "AROLEID:*"}}, True),
+        ({"StringEquals": {"aws:userid": "AIDAEXAMPLE"}}, False),
+        ({"StringEquals": {"aws:SourceAccount": ["111122223333", "444455556666"]}}, False),
+        ({"StringEquals": {"aws:SourceAccount": ["111122223333", "${aws:username}"]}}, True),
+        ({"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:111122223333:topic"}}, False),
+        ({"ArnLike": {"aws:SourceArn": "arn:aws:sns:*:111122223333:topic"}}, True),
+        ({"StringEquals": {"aws:SourceOwner": "111122223333"}}, False),
+        ({"StringEquals": {"aws:SourceVpce": "vpce-1a2b3c4d"}}, False),
+        ({"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}, False),
+        ({"StringEquals": {"s3:DataAccessPointAccount": "111122223333"}}, False),
+        ({"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}, False),
+        ({"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "2001:db8::/32"]}}, False),
+        ({"IpAddress": {"aws:SourceIp": "0.0.0.0/0"}}, True),
+        ({"IpAddress": {"aws:SourceIp": "::/0"}}, True),
+        ({"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "0.0.0.0/0"]}}, True),
+        # The key may be absent, or anything but the value lets a caller through.
+        ({"StringEqualsIfExists": FIXED_VPC}, True),
+        ({"IpAddressIfExists": {"aws:SourceIp": "10.0.0.0/8"}}, True),
+        ({"StringNotEquals": FIXED_VPC}, True),
+        ({"NotIpAddress": {"aws:SourceIp": "10.0.0.0/8"}}, True),
+        ({"Null": {"aws:SourceVpc": "false"}}, True),
+        ({"ForAllValues:StringEquals": FIXED_VPC}, True),
+        ({"ForAnyValue:StringEquals": FIXED_VPC}, False),
+        # Keys that do not name the caller fix nothing, whatever the operator.
+        ({"StringEquals": {"aws:Referer": "http://www.example.com/"}}, True),
+        ({"Bool": {"aws:SecureTransport": "true"}}, True),
+        ({"StringEquals": {"s3:x-amz-acl": "private"}}, True),
+        # Conditions are ANDed: one that fixes the caller is enough.
+        ({"StringEquals": FIXED_VPC, "StringLike": {"aws:Referer": "*"}}, False),
+        ({"StringEqualsIfExists": FIXED_VPC, "StringLike": {"aws:Referer": "*"}}, True),
+    ],
+)
+def test_the_meaning_of_public(condition: dict | None, public: bool) -> None:
+    text = doc(stmt(Condition=condition))
+    assert policy.parse(text, BUCKET).is_public() is public
+    assert policy.parse(text.replace('"*"', '{"AWS": "*"}', 1), BUCKET).is_public() is public
+
+
+def test_public_is_any_public_statement() -> None:
+    fixed = stmt(Principal={"AWS": "alice-id"})
+    assert not policy.parse(doc(fixed, stmt(Effect="Deny")), BUCKET).is_public()
+    both = doc(fixed, stmt(Condition={"StringEqualsIfExists": FIXED_VPC}))
+    assert policy.parse(both, BUCKET).is_public()
+    # Everyone together with named accounts is still everyone.
+    mixed = stmt(Principal={"AWS": ["alice-id", "*"]})
+    assert policy.parse(doc(mixed), BUCKET).is_public()
+
+
 def test_cached_parses_once() -> None:
     text = doc(stmt())
     assert policy.cached(text, BUCKET) is policy.cached(text, BUCKET)
