@@ -42,7 +42,7 @@ from aiohttp import web
 from . import digest, logs, metrics, tls
 from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
-from .console import build_console
+from .console import build_console, missing_file
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
 from .store.blobs import FolderLock
@@ -63,6 +63,7 @@ def serve(settings: Settings) -> None:
     if settings.access_key or settings.secret_key:
         main_user(settings, create=False)  # both or neither, and usable keys
     _tls_files(settings)
+    _console_files(settings)
     listeners = _listen(settings)
     try:
         settings = replace(settings, port=listeners[0].getsockname()[1])
@@ -223,6 +224,20 @@ def _tls_files(settings: Settings) -> None:
             ) from None
 
 
+def _console_files(settings: Settings) -> None:
+    """The console's static files are installed (checked before the port is taken: without
+    them aiohttp refuses the console's routes in every worker, naming only a folder)."""
+    if settings.console is None:
+        return
+    missing = missing_file()
+    if missing is not None:
+        raise StartError(
+            f"{setting_name('console-address')}: the console's file {missing} is not "
+            "installed (reinstall s3gw from a wheel that has its package data), or unset "
+            "the setting to serve without a console"
+        )
+
+
 def _tls(settings: Settings) -> tuple[ssl.SSLContext | None, Path | None]:
     if settings.tls_self_signed:
         cert, key = tls.self_signed(settings.data)
@@ -310,7 +325,12 @@ async def _start(
     listeners = [s for s in listeners if s not in console]
     if console:
         # The console's requests count as in flight too: a graceful stop waits for them.
-        console_app = build_console(app[STORE], settings, app[RENDERER])
+        try:
+            console_app = build_console(app[STORE], settings, app[RENDERER])
+        except (OSError, ValueError) as exc:  # its files, its key in the data folder
+            raise StartError(
+                f"{setting_name('console-address')}: the console cannot start: {exc}"
+            ) from None
         console_app.middlewares.append(inflight.middleware)
         console_app.on_response_prepare.append(inflight.on_response_prepare)
         console_runner = web.AppRunner(

@@ -31,10 +31,21 @@ access_log = logging.getLogger("gateway.access")
 COOKIE = "s3gw_console"
 PRE_COOKIE = "s3gw_console_pre"
 STATIC = Path(__file__).parent / "static"
+# The files every page loads (page.py links them). They are package data: an install that
+# left them out (pyproject.toml's package-data) has no console to serve.
+STATIC_FILES = ("console.css", "console.js")
 # Reached without a session (the sign-in form itself, and the files every page loads).
 _OPEN = ("/signin", "/static/")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def missing_file() -> Path | None:
+    """The first of the console's own files this install lacks, or None."""
+    for name in STATIC_FILES:
+        if not (STATIC / name).is_file():
+            return STATIC / name
+    return None
 
 
 def build_console(store: Store, settings: Settings, renderer: metrics.Renderer) -> web.Application:

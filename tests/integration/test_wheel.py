@@ -169,3 +169,37 @@ def test_the_installed_wheel_serves_s3_and_the_console_with_its_static_files(ser
     s3.create_bucket(Bucket="wheel")
     s3.put_object(Bucket="wheel", Key="k", Body=b"from the wheel")
     assert s3.get_object(Bucket="wheel", Key="k")["Body"].read() == b"from the wheel"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_console_without_its_files_is_one_start_up_line(installed, tmp_path, workers):
+    static = installed.package / "console" / "static"
+    hidden = static.with_name("static.hidden")
+    static.rename(hidden)
+    try:
+        done = subprocess.run(
+            [
+                installed.s3gw,
+                "serve",
+                "--data",
+                tmp_path / "data",
+                "--workers",
+                workers,
+                *CONSOLE_ON,
+            ],
+            cwd=tmp_path,
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        hidden.rename(static)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.splitlines()
+    # Which file is missing, and which setting turned the console on.
+    assert str(static / "console.css") in line, line
+    assert "--console-address/S3GW_CONSOLE_ADDRESS" in line, line
+    # Nothing was left listening, and no data folder was made.
+    assert not (tmp_path / "data").exists()
