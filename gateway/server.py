@@ -9,9 +9,11 @@ SQLite catalog, which takes one writer at a time (the workers' writers take turn
 catalog.CatalogWriter), and the blob files, which are immutable. The parent restarts a worker
 that dies, and on SIGTERM or SIGINT tells them all to stop gracefully.
 
-A graceful stop: no new connections; requests in flight (an upload whose body is still coming,
-a download) get --shutdown-timeout seconds to finish, their connections closed after the answer;
-then whatever is left is closed.
+A graceful stop: first a drain of --drain-seconds, in which /health/ready answers 503 and
+everything else is served as before, so that a load balancer checking it stops sending requests
+here while the port still accepts them; then no new connections; requests in flight (an upload
+whose body is still coming, a download) get --shutdown-timeout seconds to finish, their
+connections closed after the answer; then whatever is left is closed.
 """
 
 from __future__ import annotations
@@ -289,12 +291,29 @@ def _print_banner(lines: list[str]) -> None:
 
 
 class InFlight:
-    """The requests a process is answering, so that a graceful stop can wait for them; once
-    stopping, every answer closes its connection."""
+    """The requests a process is answering, so that a graceful stop can wait for them; while
+    draining, the readiness probe says 503; once stopping, every answer closes its connection."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.draining = False
         self.stopping = False
+
+    @web.middleware
+    async def readiness(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        # The probe is an unsigned GET /health/ready (app.py: a signed one is S3's, for a
+        # bucket called "health"); S3 requests go on being answered.
+        if (
+            self.draining
+            and request.path == "/health/ready"
+            and request.method in ("GET", "HEAD")
+            and "authorization" not in request.headers
+            and not {"X-Amz-Credential", "AWSAccessKeyId"} & request.query.keys()
+        ):
+            return web.json_response({"status": "draining"}, status=503)
+        return await handler(request)
 
     @web.middleware
     async def middleware(
@@ -320,6 +339,7 @@ async def _start(
 ) -> tuple[web.AppRunner, InFlight]:
     inflight = InFlight()
     app.middlewares.append(inflight.middleware)
+    app.middlewares.append(inflight.readiness)
     app.on_response_prepare.append(inflight.on_response_prepare)
     console = [s for s in listeners if _is_console(settings, s)]
     listeners = [s for s in listeners if s not in console]
@@ -386,6 +406,17 @@ class _Signals:
         (self.hurry if self.stop.is_set() else self.stop).set()
 
 
+async def _not_ready(inflight: InFlight, signals: _Signals, seconds: float) -> None:
+    """The drain before the stop: /health/ready answers 503 for `seconds` (a second signal
+    ends it) while the port still accepts and every other request is served, so that a load
+    balancer's checks take this process out before its port closes under them."""
+    if seconds <= 0 or signals.hurry.is_set():
+        return
+    inflight.draining = True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(signals.hurry.wait(), seconds)
+
+
 async def _drain(runner: web.AppRunner, inflight: InFlight, signals: _Signals, grace: float) -> int:
     """Stop accepting, give requests in flight `grace` seconds, then close every connection.
     Returns how many requests were cut off.
@@ -428,12 +459,18 @@ async def _serve_one(
     except BaseException:
         await runner.cleanup()
         raise
+    started = time.monotonic()
+    if settings.drain_seconds > 0:
+        log.info(
+            "draining for %g s: /health/ready answers 503, requests are still served",
+            settings.drain_seconds,
+        )
+    await _not_ready(inflight, signals, settings.drain_seconds)
     log.info(
         "shutting down: no new connections; %d requests in flight get up to %g s",
         inflight.count,
         settings.shutdown_timeout,
     )
-    started = time.monotonic()
     cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
     log.info("shut down in %.1f s; %d requests cut off", time.monotonic() - started, cut)
 
@@ -466,6 +503,7 @@ async def _work(
     except BaseException:
         await runner.cleanup()
         raise
+    await _not_ready(inflight, signals, settings.drain_seconds)
     cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
     if cut:
         log.warning("worker %d: %d requests cut off by the shutdown", os.getpid(), cut)
@@ -559,7 +597,9 @@ def _serve_workers(
                     del workers[pid]
                     start()
         log.info(
-            "shutting down: no new connections; requests in flight get up to %g s",
+            "shutting down: %g s of draining (/health/ready answers 503, requests are still "
+            "served), then no new connections; requests in flight get up to %g s",
+            settings.drain_seconds,
             settings.shutdown_timeout,
         )
         started = time.monotonic()
@@ -567,7 +607,7 @@ def _serve_workers(
             sock.close()  # the port closes once every worker has closed its copy too
         for process in workers.values():
             process.terminate()
-        deadline = started + settings.shutdown_timeout + 5
+        deadline = started + settings.drain_seconds + settings.shutdown_timeout + 5
         for process in workers.values():
             process.join(max(0.0, deadline - time.monotonic()))
         log.info("shut down in %.1f s", time.monotonic() - started)
