@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .. import metrics
+from .. import logs, metrics
 from ..config import Settings
 from ..s3.errors import CODES, S3Error
 from ..s3.middleware import SERVER, new_request_id, storage_unavailable
@@ -153,7 +153,7 @@ def _account(
             request_id,
             action,
             request.method,
-            request.raw_path,
+            logs.masked_target(request.raw_path),
             response.status,
             seconds * 1000,
             user,
