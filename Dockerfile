@@ -4,7 +4,7 @@
 #   docker build -t s3gw:local .
 #   docker run -d --name s3gw -p 127.0.0.1:9000:9000 -v s3gw-data:/data s3gw:local
 #   docker run --rm -v s3gw-data:/data s3gw:local credentials   # the keys, as exports
-#   docker stop -t 30 s3gw      # docker stop's default 10 s can cut a large upload
+#   docker stop -t 35 s3gw      # drain 5 s + shutdown 25 s; docker's default 10 s can cut an upload
 
 # The base, pinned to a Python minor version and a Debian release: a rebuild never moves to
 # another Python or Debian unnoticed. `docker compose build --pull` takes the same tag's

@@ -38,6 +38,7 @@ class Settings:
     max_xml_size: int = 4 * 1024 * 1024
     max_uploads: int = 256
     shutdown_timeout: float = 25.0
+    drain_seconds: float = 5.0
     workers: int = 1
     md5_backend: str = "hashlib"
     loop: str = "asyncio"
@@ -106,6 +107,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         25.0,
         "on SIGTERM, seconds requests in flight get to finish before connections are closed",
     ),
+    # Above a load balancer's time to notice (HAProxy's in deploy/: 2 failed checks 1 s apart).
+    (
+        "drain-seconds",
+        float,
+        5.0,
+        "on SIGTERM, seconds /health/ready answers 503 while every other request is still "
+        "served (a load balancer stops sending here) before the port closes; 0: no drain",
+    ),
     # Apache's mod_reqtimeout default (body MinRate=500): below any real client, even on a
     # bad link, while a body that trickles a byte at a time no longer holds an upload slot.
     (
@@ -170,6 +179,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     # Inline bodies are held in memory and in the catalog's pages.
     "inline-max": (0, 1024**2),
     "shutdown-timeout": (0, 3600),
+    "drain-seconds": (0, 3600),
     "lifecycle-day": (1, 86_400),
     "blob-lease": (1, 86_400),
     "log-delivery-interval": (0.1, 86_400),
@@ -327,6 +337,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         max_xml_size=values["max-xml-size"],
         max_uploads=values["max-uploads"],
         shutdown_timeout=values["shutdown-timeout"],
+        drain_seconds=values["drain-seconds"],
         workers=values["workers"] or os.cpu_count() or 1,
         md5_backend=values["md5-backend"],
         loop=values["loop"],

@@ -15,6 +15,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import select
 import sys
 import threading
@@ -167,6 +168,21 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+# A presigned URL's query holds its signature (SigV4's X-Amz-Signature, SigV2's Signature) and
+# a temporary credential's token: whoever reads the log could replay the URL until it expires.
+# The request line keeps every other parameter (X-Amz-Credential names the key, not its secret).
+_SECRET_QUERY = re.compile(
+    r"([?&](?:X-Amz-Signature|Signature|X-Amz-Security-Token)=)[^&#]*", re.IGNORECASE
+)
+
+
+def masked_target(target: str) -> str:
+    """A request target (path and query) as logged: the signature's value is `***`."""
+    if "?" not in target:
+        return target
+    return _SECRET_QUERY.sub(r"\1***", target)
 
 
 def access_enabled() -> bool:

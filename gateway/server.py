@@ -9,9 +9,11 @@ SQLite catalog, which takes one writer at a time (the workers' writers take turn
 catalog.CatalogWriter), and the blob files, which are immutable. The parent restarts a worker
 that dies, and on SIGTERM or SIGINT tells them all to stop gracefully.
 
-A graceful stop: no new connections; requests in flight (an upload whose body is still coming,
-a download) get --shutdown-timeout seconds to finish, their connections closed after the answer;
-then whatever is left is closed.
+A graceful stop: first a drain of --drain-seconds, in which /health/ready answers 503 and
+everything else is served as before, so that a load balancer checking it stops sending requests
+here while the port still accepts them; then no new connections; requests in flight (an upload
+whose body is still coming, a download) get --shutdown-timeout seconds to finish, their
+connections closed after the answer; then whatever is left is closed.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from aiohttp import web
 from . import digest, logs, metrics, tls
 from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
-from .console import build_console
+from .console import build_console, missing_file
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
 from .store.blobs import FolderLock
@@ -63,6 +65,7 @@ def serve(settings: Settings) -> None:
     if settings.access_key or settings.secret_key:
         main_user(settings, create=False)  # both or neither, and usable keys
     _tls_files(settings)
+    _console_files(settings)
     listeners = _listen(settings)
     try:
         settings = replace(settings, port=listeners[0].getsockname()[1])
@@ -223,6 +226,20 @@ def _tls_files(settings: Settings) -> None:
             ) from None
 
 
+def _console_files(settings: Settings) -> None:
+    """The console's static files are installed (checked before the port is taken: without
+    them aiohttp refuses the console's routes in every worker, naming only a folder)."""
+    if settings.console is None:
+        return
+    missing = missing_file()
+    if missing is not None:
+        raise StartError(
+            f"{setting_name('console-address')}: the console's file {missing} is not "
+            "installed (reinstall s3gw from a wheel that has its package data), or unset "
+            "the setting to serve without a console"
+        )
+
+
 def _tls(settings: Settings) -> tuple[ssl.SSLContext | None, Path | None]:
     if settings.tls_self_signed:
         cert, key = tls.self_signed(settings.data)
@@ -274,12 +291,29 @@ def _print_banner(lines: list[str]) -> None:
 
 
 class InFlight:
-    """The requests a process is answering, so that a graceful stop can wait for them; once
-    stopping, every answer closes its connection."""
+    """The requests a process is answering, so that a graceful stop can wait for them; while
+    draining, the readiness probe says 503; once stopping, every answer closes its connection."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.draining = False
         self.stopping = False
+
+    @web.middleware
+    async def readiness(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        # The probe is an unsigned GET /health/ready (app.py: a signed one is S3's, for a
+        # bucket called "health"); S3 requests go on being answered.
+        if (
+            self.draining
+            and request.path == "/health/ready"
+            and request.method in ("GET", "HEAD")
+            and "authorization" not in request.headers
+            and not {"X-Amz-Credential", "AWSAccessKeyId"} & request.query.keys()
+        ):
+            return web.json_response({"status": "draining"}, status=503)
+        return await handler(request)
 
     @web.middleware
     async def middleware(
@@ -305,12 +339,18 @@ async def _start(
 ) -> tuple[web.AppRunner, InFlight]:
     inflight = InFlight()
     app.middlewares.append(inflight.middleware)
+    app.middlewares.append(inflight.readiness)
     app.on_response_prepare.append(inflight.on_response_prepare)
     console = [s for s in listeners if _is_console(settings, s)]
     listeners = [s for s in listeners if s not in console]
     if console:
         # The console's requests count as in flight too: a graceful stop waits for them.
-        console_app = build_console(app[STORE], settings, app[RENDERER])
+        try:
+            console_app = build_console(app[STORE], settings, app[RENDERER])
+        except (OSError, ValueError) as exc:  # its files, its key in the data folder
+            raise StartError(
+                f"{setting_name('console-address')}: the console cannot start: {exc}"
+            ) from None
         console_app.middlewares.append(inflight.middleware)
         console_app.on_response_prepare.append(inflight.on_response_prepare)
         console_runner = web.AppRunner(
@@ -366,6 +406,17 @@ class _Signals:
         (self.hurry if self.stop.is_set() else self.stop).set()
 
 
+async def _not_ready(inflight: InFlight, signals: _Signals, seconds: float) -> None:
+    """The drain before the stop: /health/ready answers 503 for `seconds` (a second signal
+    ends it) while the port still accepts and every other request is served, so that a load
+    balancer's checks take this process out before its port closes under them."""
+    if seconds <= 0 or signals.hurry.is_set():
+        return
+    inflight.draining = True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(signals.hurry.wait(), seconds)
+
+
 async def _drain(runner: web.AppRunner, inflight: InFlight, signals: _Signals, grace: float) -> int:
     """Stop accepting, give requests in flight `grace` seconds, then close every connection.
     Returns how many requests were cut off.
@@ -408,12 +459,18 @@ async def _serve_one(
     except BaseException:
         await runner.cleanup()
         raise
+    started = time.monotonic()
+    if settings.drain_seconds > 0:
+        log.info(
+            "draining for %g s: /health/ready answers 503, requests are still served",
+            settings.drain_seconds,
+        )
+    await _not_ready(inflight, signals, settings.drain_seconds)
     log.info(
         "shutting down: no new connections; %d requests in flight get up to %g s",
         inflight.count,
         settings.shutdown_timeout,
     )
-    started = time.monotonic()
     cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
     log.info("shut down in %.1f s; %d requests cut off", time.monotonic() - started, cut)
 
@@ -446,6 +503,7 @@ async def _work(
     except BaseException:
         await runner.cleanup()
         raise
+    await _not_ready(inflight, signals, settings.drain_seconds)
     cut = await _drain(runner, inflight, signals, settings.shutdown_timeout)
     if cut:
         log.warning("worker %d: %d requests cut off by the shutdown", os.getpid(), cut)
@@ -539,7 +597,9 @@ def _serve_workers(
                     del workers[pid]
                     start()
         log.info(
-            "shutting down: no new connections; requests in flight get up to %g s",
+            "shutting down: %g s of draining (/health/ready answers 503, requests are still "
+            "served), then no new connections; requests in flight get up to %g s",
+            settings.drain_seconds,
             settings.shutdown_timeout,
         )
         started = time.monotonic()
@@ -547,7 +607,7 @@ def _serve_workers(
             sock.close()  # the port closes once every worker has closed its copy too
         for process in workers.values():
             process.terminate()
-        deadline = started + settings.shutdown_timeout + 5
+        deadline = started + settings.drain_seconds + settings.shutdown_timeout + 5
         for process in workers.values():
             process.join(max(0.0, deadline - time.monotonic()))
         log.info("shut down in %.1f s", time.monotonic() - started)

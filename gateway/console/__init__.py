@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .. import metrics
+from .. import logs, metrics
 from ..config import Settings
 from ..s3.errors import CODES, S3Error
 from ..s3.middleware import SERVER, new_request_id, storage_unavailable
@@ -31,10 +31,21 @@ access_log = logging.getLogger("gateway.access")
 COOKIE = "s3gw_console"
 PRE_COOKIE = "s3gw_console_pre"
 STATIC = Path(__file__).parent / "static"
+# The files every page loads (page.py links them). They are package data: an install that
+# left them out (pyproject.toml's package-data) has no console to serve.
+STATIC_FILES = ("console.css", "console.js")
 # Reached without a session (the sign-in form itself, and the files every page loads).
 _OPEN = ("/signin", "/static/")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def missing_file() -> Path | None:
+    """The first of the console's own files this install lacks, or None."""
+    for name in STATIC_FILES:
+        if not (STATIC / name).is_file():
+            return STATIC / name
+    return None
 
 
 def build_console(store: Store, settings: Settings, renderer: metrics.Renderer) -> web.Application:
@@ -142,7 +153,7 @@ def _account(
             request_id,
             action,
             request.method,
-            request.raw_path,
+            logs.masked_target(request.raw_path),
             response.status,
             seconds * 1000,
             user,

@@ -175,8 +175,9 @@ class S3Middleware:
             target = request.get(TARGET)
             request_id = request[REQUEST_ID]
             status = response.status
+            target_line = logs.masked_target(request.raw_path)  # no presigned URL's signature
             logs.access(
-                f"{request_id} {operation} {request.method} {request.raw_path} {status} "
+                f"{request_id} {operation} {request.method} {target_line} {status} "
                 f"{seconds * 1000:.1f}ms",
                 {
                     "request_id": request_id,

@@ -50,7 +50,7 @@ class Cluster(Project):
         return [*COMPOSE, "--env-file", str(self.env_file), "-p", PROJECT, *files, *args]
 
     def service(self, name: str) -> str:
-        cid = self.compose("ps", "-q", name).strip()
+        cid = self.compose("ps", "-a", "-q", name).strip()
         assert cid, f"no container for {name}"
         return cid
 

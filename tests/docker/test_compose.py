@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,7 @@ class Project:
 
     work: Path
     port: int = field(default_factory=_free_port)
+    console_port: int = field(default_factory=_free_port)
     settings: dict[str, str] = field(default_factory=dict)  # S3GW_* for the next `up`
 
     def __post_init__(self) -> None:
@@ -98,6 +100,7 @@ class Project:
         return {
             **kept,
             "S3GW_PUBLISH": f"127.0.0.1:{self.port}",
+            "S3GW_CONSOLE_PUBLISH": f"127.0.0.1:{self.console_port}",
             "S3GW_VOLUME": VOLUME,
             **self.settings,
         }
@@ -120,7 +123,7 @@ class Project:
         return done.stdout
 
     def container(self) -> str:
-        cid = self.compose("ps", "-q", SERVICE).strip()
+        cid = self.compose("ps", "-a", "-q", SERVICE).strip()
         assert cid, "no container for the service"
         return cid
 
@@ -234,6 +237,9 @@ def test_container_runs_locked_down_on_loopback(project, keys):
     assert project.compose("exec", "-T", SERVICE, "id", "-u").strip() == "10001"
     bindings = host["PortBindings"]["9000/tcp"]
     assert [(b["HostIp"], b["HostPort"]) for b in bindings] == [("127.0.0.1", str(project.port))]
+    bindings = host["PortBindings"]["9001/tcp"]
+    console = [(b["HostIp"], b["HostPort"]) for b in bindings]
+    assert console == [("127.0.0.1", str(project.console_port))]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
     assert "no-new-privileges:true" in host["SecurityOpt"]
@@ -394,6 +400,15 @@ def test_transfers_in_flight_finish_across_stop_then_start(project, keys):
     s3 = project.client(keys)
     got = s3.get_object(Bucket="inflight", Key="sent.bin")["Body"].read()
     assert hashlib.md5(got).hexdigest() == hashlib.md5(sent).hexdigest()
+
+
+def test_the_console_serves_its_page_and_static_files(project):
+    # The image installs a wheel: the console's files are there only as package data.
+    base = f"http://127.0.0.1:{project.console_port}"
+    for path, kind in (("/signin", "text/html"), ("/static/console.css", "text/css")):
+        with urllib.request.urlopen(base + path, timeout=30) as reply:
+            assert reply.status == 200, path
+            assert reply.headers["Content-Type"].startswith(kind), reply.headers["Content-Type"]
 
 
 def test_down_then_up_keeps_data_and_keys(project, keys):

@@ -473,7 +473,7 @@ def test_documented_compose_exec_lines_work_without_a_terminal():
 
 # Variables of the compose file itself (where the port is published, the volume's name),
 # never passed to the gateway.
-COMPOSE_ONLY = {"S3GW_PUBLISH", "S3GW_VOLUME"}
+COMPOSE_ONLY = {"S3GW_PUBLISH", "S3GW_CONSOLE_PUBLISH", "S3GW_VOLUME"}
 
 
 def _variables_read_by_the_gateway() -> set[str]:
@@ -530,5 +530,85 @@ def test_the_gateways_grace_period_ends_before_dockers_sigkill():
     image, service = read_dockerfile(), read_compose()
     env = container_environment(image, service, read_dotenv())
     grace = env_default("shutdown-timeout", env)
-    assert isinstance(grace, float)
-    assert grace + 2 <= _duration(service["stop_grace_period"])
+    drain = env_default("drain-seconds", env)
+    assert isinstance(grace, float) and isinstance(drain, float) and drain > 0
+    assert drain + grace + 2 <= _duration(service["stop_grace_period"])
+    # So too each node of the cluster file.
+    for name, node in _cluster_nodes().items():
+        env = container_environment(image, node, read_dotenv())
+        grace, drain = env_default("shutdown-timeout", env), env_default("drain-seconds", env)
+        assert drain + grace + 2 <= _duration(node["stop_grace_period"]), name
+
+
+def test_the_console_port_is_published_where_its_setting_says():
+    service = read_compose()
+    console = service["environment"]["S3GW_CONSOLE_ADDRESS"].rpartition(":")[2]
+    published = [
+        interpolate(str(p), {"S3GW_CONSOLE_PUBLISH": "0.0.0.0:9101"}) for p in service["ports"]
+    ]
+    assert f"0.0.0.0:9101:{console}" in published, published
+
+
+# --- the cluster file and its load balancer --------------------------------------------------
+
+CLUSTER = ROOT / "docker-compose.cluster.yml"
+HAPROXY = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
+# The single gateway's settings a node does without: its catalog is S3GW_CLUSTER_CATALOG's,
+# HAProxy speaks (and checks) plain HTTP to the nodes, and no node's console port is published.
+NOT_FOR_NODES = {
+    "S3GW_CATALOG",
+    "S3GW_TLS_SELF_SIGNED",
+    "S3GW_TLS_CERT",
+    "S3GW_TLS_KEY",
+    "S3GW_CONSOLE_ADDRESS",
+}
+
+
+def _cluster_nodes() -> dict[str, dict[str, Any]]:
+    services = yaml.safe_load(CLUSTER.read_text())["services"]
+    return {name: s for name, s in services.items() if s.get("image", "").startswith("s3gw:")}
+
+
+def test_cluster_nodes_get_the_single_gateways_settings():
+    single = read_compose()["environment"]
+    nodes = _cluster_nodes()
+    assert len(nodes) == 3
+    for name, node in nodes.items():
+        env = node["environment"]
+        missing = set(single) - NOT_FOR_NODES - set(env)
+        assert not missing, f"{name} is not passed {sorted(missing)}"
+        # The same variable, with the same default, as docker-compose.yml (and .env.example).
+        for variable in set(single) - NOT_FOR_NODES:
+            assert env[variable] == single[variable], (name, variable)
+        assert not (set(env) & (NOT_FOR_NODES - {"S3GW_CATALOG"})), name
+        assert "S3GW_CLUSTER_CATALOG" in env["S3GW_CATALOG"]
+
+
+def _haproxy_lines() -> list[str]:
+    """The configuration's lines, without comments (no value in it holds a #)."""
+    lines = (line.split("#", 1)[0].strip() for line in HAPROXY.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def test_haproxy_takes_a_draining_node_out_within_its_drain():
+    (default_server,) = [line for line in _haproxy_lines() if line.startswith("default-server")]
+    words = default_server.split()
+    inter = _duration(words[words.index("inter") + 1])
+    fall = int(words[words.index("fall") + 1])
+    assert "check" in words
+    assert any(line == "option httpchk GET /health/ready" for line in _haproxy_lines())
+    drain = env_default("drain-seconds", {})
+    assert isinstance(drain, float)
+    # Checks `fall` times `inter` apart, the last answered within a second: out before the
+    # drain ends, and with it the port.
+    assert inter * fall + 1 < drain, (inter, fall, drain)
+
+
+def test_haproxy_logs_no_query_string():
+    # A presigned URL's query holds its signature: the request line is logged without it.
+    lines = _haproxy_lines()
+    assert not any(line.startswith("option httplog") for line in lines)
+    (log_format,) = [line for line in lines if line.startswith("log-format")]
+    fields = set(re.findall(r"%(?:\{[^}]*\})?(\w+)", log_format))
+    assert "HP" in fields and "HM" in fields
+    assert not fields & {"r", "HU", "HQ"}, fields
