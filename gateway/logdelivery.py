@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from . import metrics
+from .logs import masked_target
 from .s3 import bucketlog, grants, sse
 from .s3.bucketlog import LoggingConfig, Record
 from .s3.context import RESPONSE_STARTED_AT
@@ -265,7 +266,11 @@ def _record(
         request_id=request.get(REQUEST_ID, "-"),
         operation=bucketlog.operation_name(operation, request.method, key is not None),
         key=key,
-        request_uri=f"{request.method} {request.raw_path} HTTP/{version.major}.{version.minor}",
+        # The signature of a presigned URL masked, as in the access log.
+        request_uri=(
+            f"{request.method} {masked_target(request.raw_path)} "
+            f"HTTP/{version.major}.{version.minor}"
+        ),
         status=response.status,
         error_code=request.get(ERROR_CODE),
         bytes_sent=sent,
