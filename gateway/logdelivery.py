@@ -31,7 +31,7 @@ from aiohttp import web
 
 from . import metrics
 from .logs import masked_target
-from .s3 import bucketlog, grants, sse
+from .s3 import bucketlog, checksums, grants, sse, writes
 from .s3.bucketlog import LoggingConfig, Record
 from .s3.context import RESPONSE_STARTED_AT
 from .s3.errors import S3Error
@@ -216,7 +216,9 @@ class LogDelivery:
         )
         # As a PutObject without encryption headers: the target's default encryption applies.
         encryption = sse.for_write({}, target.settings, self.store.keys, True, True)
-        blob = await self.store.stage(_chunks(body), (), encryption.encryption)
+        # And, as a PutObject without a checksum, AWS's default one.
+        checksum = writes.default_checksum()
+        blob = await writes.stage(self.store, _chunks(body), encryption, [checksum])
         # The target's owner has FULL_CONTROL of its logs; TargetGrants add to it.
         given = [
             grants.Grant(_GRANTEE_KINDS[g.kind], g.value, g.permission)
@@ -226,11 +228,13 @@ class LogDelivery:
         acl = grants.Acl(
             target.owner, (grants.Grant("id", target.owner, grants.FULL_CONTROL), *given)
         )
-        attrs = encryption.attrs(ObjectAttrs(content_type="text/plain", acl=acl.to_json()))
+        attrs = ObjectAttrs(
+            content_type="text/plain",
+            acl=acl.to_json(),
+            checksums=writes.whole_object_checksum(checksums.DEFAULT, checksum.value()),
+        )
         try:
-            await self.store.put_object(
-                target.name, key, blob, attrs, etag=encryption.etag(blob.md5.hex())
-            )
+            await writes.put(self.store, target.name, key, blob, attrs, encryption)
         except BaseException:
             await self.store.discard(blob)
             raise

@@ -143,6 +143,21 @@ class Browser:
                 raise AssertionError(f"the browser is at {url}, not {prefix}...")
             time.sleep(0.1)
 
+    def wait_for(self, selector: str, timeout: float = 30) -> None:
+        """Until an element `selector` names is in the page (a click that submits a form
+        returns before the next page has loaded)."""
+        deadline = time.monotonic() + timeout
+        script = "return document.querySelector(arguments[0]) !== null;"
+        while True:
+            try:
+                if self.run(script, selector):
+                    return
+            except WebDriverError:  # the page went while the script ran: try the next one
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {selector} in {self.current_url} after {timeout} s")
+            time.sleep(0.1)
+
     def close(self) -> None:
         try:
             _call("DELETE", f"{self._url}/session/{self._session}")

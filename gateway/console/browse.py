@@ -16,13 +16,9 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from .. import limits
-from ..s3 import policy_context, sse
+from ..s3 import checksums, policy_context, sse, writes
 from ..s3.auth import MAX_EXPIRES_SECONDS, presigned_url
 from ..s3.authorize import (
-    BLOCK_ALL,
-    BUCKET_OWNER_ENFORCED,
-    OWNERSHIP,
-    PUBLIC_ACCESS_BLOCK,
     Access,
     acls_enabled,
     authorize,
@@ -34,7 +30,7 @@ from ..s3.authorize import (
 from ..s3.errors import S3Error
 from ..s3.names import valid_bucket_name
 from ..store import Bucket, ObjectAttrs, ObjectInfo
-from ..store.errors import NoSuchBucket
+from ..store.errors import NoSuchBucket, SourceChanged
 from ..store.versions import DeleteMarker
 from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -201,9 +197,8 @@ async def create_bucket(request: web.Request) -> web.StreamResponse:
     if not valid_bucket_name(name):
         raise S3Error("InvalidBucketName", BucketName=name)
     console = _console(request)
-    settings: dict[str, str] = {}
-    if console.settings.bucket_defaults == "aws":  # as CreateBucket without headers
-        settings = {OWNERSHIP: BUCKET_OWNER_ENFORCED, PUBLIC_ACCESS_BLOCK: BLOCK_ALL.to_json()}
+    # As CreateBucket without headers: the same defaults, SSE-C block included.
+    settings = writes.new_bucket_settings(console.settings.bucket_defaults)
     await console.store.create_bucket(
         name,
         request[SESSION].user.canonical_id,
@@ -483,25 +478,20 @@ async def copy_object(request: web.Request) -> web.StreamResponse:
     dest = await allowed(request, "CopyObject", target_bucket, target_key, sent=copying)
     console = _console(request)
     store = console.store
-    source = await store.head_object(name, key, version)
-    _readable(source)
+    # As a CopyObject without headers (metadata COPY, the destination bucket's default
+    # encryption): over the source's blobs wherever S3's copy would share them.
     encryption = sse.for_write({}, dest.settings, store.keys, request.secure, True)
-    attrs = encryption.attrs(
-        replace(source.attrs, owner=_writer(request, dest), acl=None, sse={}, sse_key=None)
-    )
-    if not source.attrs.sse and encryption.encryption is None and "-" not in source.etag:
-        # Plain to plain: a metadata copy over the same blobs, the ETag reused.
-        await store.copy_object(source, target_bucket, target_key, attrs, source.etag)
-    else:
-        reader = store.reader(source)
+    for _attempt in range(writes.COPY_ATTEMPTS):
+        source = await store.head_object(name, key, version)
+        _readable(source)
+        attrs = replace(source.attrs, owner=_writer(request, dest), acl=None, sse={}, sse_key=None)
         try:
-            await reader.open()
-            blob = await store.stage(reader.chunks(0, source.size), (), encryption.encryption)
-        finally:
-            reader.close()
-        await store.put_object(
-            target_bucket, target_key, blob, attrs, etag=encryption.etag(blob.md5.hex())
-        )
+            await writes.copy(store, source, None, target_bucket, target_key, attrs, encryption)
+            break
+        except SourceChanged:
+            continue
+    else:
+        raise S3Error("SlowDown")
     if move:
         await store.delete_versions(name, [(key, version)])
     request[ACTION] = "RenameObject" if move else "CopyObject"
@@ -629,7 +619,7 @@ def _new_object(request: web.Request, bucket: Bucket) -> tuple[sse.Requested, Ob
     store = _console(request).store
     encryption = sse.for_write({}, bucket.settings, store.keys, request.secure, True)
     attrs = ObjectAttrs(content_type=content_type, owner=_writer(request, bucket))
-    return encryption, encryption.attrs(attrs)
+    return encryption, attrs
 
 
 async def api_put_object(request: web.Request) -> web.StreamResponse:
@@ -637,13 +627,14 @@ async def api_put_object(request: web.Request) -> web.StreamResponse:
     bucket = await allowed(request, "PutObject", name, key)
     store = _console(request).store
     encryption, attrs = _new_object(request, bucket)
-    blob = await store.stage(
-        _body(request, _console(request).settings.max_object_size), (), encryption.encryption
+    # As a PutObject without a checksum: AWS's default one, in the MD5's pass.
+    checksum = writes.default_checksum()
+    body = _body(request, _console(request).settings.max_object_size)
+    blob = await writes.stage(store, body, encryption, [checksum])
+    attrs = replace(
+        attrs, checksums=writes.whole_object_checksum(checksums.DEFAULT, checksum.value())
     )
-    obj = await store.put_object(
-        name, key, blob, attrs, etag=encryption.etag(blob.md5.hex()),
-        keep_md5=encryption.sse_key is None,
-    )  # fmt: skip
+    obj = await writes.put(store, name, key, blob, attrs, encryption)
     return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
 
 
@@ -651,8 +642,9 @@ async def api_create_upload(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
     bucket = await allowed(request, "CreateMultipartUpload", name, key)
     store = _console(request).store
-    _, attrs = _new_object(request, bucket)
-    upload = await store.create_upload(name, key, request[SESSION].user.canonical_id, attrs)
+    encryption, attrs = _new_object(request, bucket)
+    owner = request[SESSION].user.canonical_id
+    upload = await store.create_upload(name, key, owner, encryption.attrs(attrs))
     return _json({"upload_id": upload.id})
 
 
@@ -665,13 +657,11 @@ async def api_upload_part(request: web.Request) -> web.StreamResponse:
     store = _console(request).store
     upload = await store.get_upload(upload_id, name, key)
     encryption = sse.for_upload(upload.attrs, store.keys, None)
-    blob = await store.stage(_body(request, limits.MAX_PART_SIZE), (), encryption.encryption)
-    part = await store.upload_part(upload, int(number), blob, None, encryption.etag(blob.md5.hex()))
+    # Each part's default checksum, unannounced, which Complete combines, as UploadPart's.
+    checksum = writes.default_checksum()
+    blob = await writes.stage(store, _body(request, limits.MAX_PART_SIZE), encryption, [checksum])
+    part = await writes.upload_part(store, upload, int(number), blob, checksum.value(), encryption)
     return _json({"part": part.number, "etag": part.etag})
-
-
-def _no_checksum(upload: object, parts: object) -> dict[str, str]:
-    return {}  # the console's uploads ask for no flexible checksum
 
 
 async def api_complete(request: web.Request) -> web.StreamResponse:
@@ -685,7 +675,10 @@ async def api_complete(request: web.Request) -> web.StreamResponse:
         raise S3Error("MalformedXML", "The list of parts is not [[number, etag], ...]") from exc
     if not chosen or any(a[0] >= b[0] for a, b in itertools.pairwise(chosen)):
         raise S3Error("InvalidPartOrder", UploadId=upload_id)
-    obj = await _console(request).store.complete_upload(upload_id, name, key, chosen, _no_checksum)
+    # The console's uploads name no algorithm: the object's checksum is the parts' default
+    # combined, as S3's Complete gives such an upload.
+    store = _console(request).store
+    obj = await writes.complete(store, upload_id, name, key, chosen)
     return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
 
 

@@ -105,3 +105,47 @@ def test_the_modules_were_read() -> None:
 )
 def test_layer_rule(where: str, forbidden: tuple[str, ...], exempt: tuple[str, ...]) -> None:
     assert _offenders(where, forbidden, exempt) == []
+
+
+# The Store's writes of objects and parts: one write path (gateway.s3.writes) calls them.
+_STORE_WRITES = frozenset(
+    ("stage", "put_object", "copy_object", "upload_part", "upload_part_copy", "complete_upload")
+)
+
+
+def _store_write_calls(path: Path) -> list[str]:
+    """`x.stage(...)` and the like in `path`, where x is not the writes module itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        if node.func.attr in _STORE_WRITES and not (
+            isinstance(receiver, ast.Name) and receiver.id == "writes"
+        ):
+            found.append(f"{_module_name(path)}:{node.lineno} calls .{node.func.attr}()")
+    return found
+
+
+def test_only_the_write_path_calls_the_stores_writes() -> None:
+    """The S3 operations, the POST form, the console and log delivery write through
+    gateway.s3.writes, so that a bucket's defaults, the ETag rule and the copy's sharing of
+    blobs are decided once. The store itself, and the benchmark's own harness, are exempt."""
+    offenders = [
+        call
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not _under(_module_name(path), "gateway.store")
+        and not _under(_module_name(path), "gateway.bench")
+        and _module_name(path) != "gateway.s3.writes"
+        for call in _store_write_calls(path)
+    ]
+    assert offenders == []
+    # The check sees what it looks for: the write path itself calls each of them.
+    seen = {c.rpartition(".")[2] for c in _store_write_calls(PACKAGE / "s3" / "writes.py")}
+    assert seen == {f"{name}()" for name in _STORE_WRITES}
+
+
+def test_the_write_path_knows_no_http() -> None:
+    imports = MODULES["gateway.s3.writes"]
+    assert not [m for m in imports if _under(m, "aiohttp") or _under(m, "gateway.s3.ops")]
+    assert not [m for m in imports if _under(m, "gateway.s3.dispatch")]

@@ -12,14 +12,9 @@ from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
-from .. import grants, sse, xml
+from .. import grants, writes, xml
 from ..authorize import (
-    ACL,
-    BLOCK_ALL,
-    BUCKET_OWNER_ENFORCED,
-    OWNERSHIP,
     OWNERSHIPS,
-    PUBLIC_ACCESS_BLOCK,
 )
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -86,7 +81,7 @@ def _new_bucket_settings(ctx: Context) -> dict[str, str]:
     """A new bucket's ownership controls, public access block, SSE-C block and ACL: AWS's
     defaults (BucketOwnerEnforced, everything blocked, SSE-C blocked) unless
     --bucket-defaults legacy, and what the request's x-amz-object-ownership and ACL headers
-    ask for."""
+    ask for (the rules: writes.new_bucket_settings, which the console's buckets get too)."""
     me = ctx.user.canonical_id
     # The bucket-owner-* canned ACLs are the owner's alone on a bucket (acl-overview.html).
     acl = grants.from_headers(ctx.headers, me, me, ctx.users_by_id.__contains__)
@@ -95,20 +90,7 @@ def _new_bucket_settings(ctx: Context) -> dict[str, str]:
         raise invalid_argument(
             f"Invalid x-amz-object-ownership header: {chosen}", "x-amz-object-ownership", chosen
         )
-    settings: dict[str, str] = {}
-    if ctx.settings.bucket_defaults == "aws":
-        chosen = chosen or BUCKET_OWNER_ENFORCED
-        settings[PUBLIC_ACCESS_BLOCK] = BLOCK_ALL.to_json()
-        settings["encryption"] = sse.render_configuration(sse.SSE_C_BLOCKED)
-    if chosen is not None:
-        settings[OWNERSHIP] = chosen
-    if acl is not None and not acl.only_owner():
-        if chosen == BUCKET_OWNER_ENFORCED:
-            raise S3Error("InvalidBucketAclWithObjectOwnership")
-        if acl.is_public() and ctx.settings.bucket_defaults == "aws":
-            raise S3Error("AccessDenied")  # the public access block it is born with
-        settings[ACL] = acl.to_json()
-    return settings
+    return writes.new_bucket_settings(ctx.settings.bucket_defaults, chosen, acl)
 
 
 async def create_bucket(ctx: Context) -> web.StreamResponse:

@@ -8,22 +8,19 @@ and hashed once, and the MD5 is remembered on the source, as DESIGN.md's idea 2 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
 from aiohttp import web
 
-from ... import digest, metrics
+from ... import digest
 from ...limits import MAX_COPY_SIZE
-from ...store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob, crypto
+from ...store import ObjectInfo
 from ...store.errors import SourceChanged
-from ...store.model import NULL_VERSION, ObjectLock
+from ...store.model import NULL_VERSION
 from ...store.versions import DeleteMarker
-from .. import checksums, conditions, retention, sse, tagging, xml
+from .. import checksums, conditions, retention, sse, tagging, writes, xml
 from ..authorize import authorize_read, expect_owner, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
@@ -32,7 +29,6 @@ from ..ranges import byte_offset
 from .multipart import checksum_nodes, part_encryption
 from .objects import attrs_from_headers, check_key, check_version_id, part_number
 
-ATTEMPTS = 3  # a source replaced mid-copy is looked up again, this many times
 COPY_PREFIX = "x-amz-copy-source-"
 _COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)")
 _RANGE_FORM = (
@@ -103,28 +99,6 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
     return obj, ({"x-amz-copy-source-version-id": obj.version_id} if named else {})
 
 
-def _known_md5(source: ObjectInfo) -> str | None:
-    """The MD5 of the source's bytes if the catalog has it (SSE-C and SSE-KMS ETags are not
-    MD5s: only a remembered content MD5 counts for them)."""
-    if digest.is_plain(source.etag) and source.attrs.etag_is_md5:
-        return source.etag
-    return source.content_md5
-
-
-async def _whole_md5(
-    ctx: Context, source: ObjectInfo, source_key: bytes | None
-) -> tuple[str, str | None]:
-    """(MD5 of the source's bytes, the MD5 if it had to be computed, to remember)."""
-    known = _known_md5(source)
-    if known:
-        metrics.COPY_ETAGS.labels("reused").inc()
-        return known, None
-    computed = (await ctx.store.content_md5(source, customer_key=source_key)).hex()
-    metrics.COPY_ETAGS.labels("computed").inc()
-    # An SSE-C object keeps no MD5 of its bytes (docs/encryption.md).
-    return computed, computed if source.attrs.sse_key is None else None
-
-
 def _requested_checksum(ctx: Context) -> checksums.Algorithm | None:
     """CopyObject's x-amz-checksum-algorithm: the checksum the copy is to have."""
     name = ctx.headers.get("x-amz-checksum-algorithm")
@@ -147,140 +121,6 @@ def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:
     if source.attrs.checksums.get("x-amz-checksum-type") != checksums.COMPOSITE:
         return None
     return next((a for a in map(checksums.by_header, source.attrs.checksums) if a), None)
-
-
-def _whole_checksum(source: ObjectInfo, algorithm: checksums.Algorithm) -> str | None:
-    """The source's own `algorithm` checksum of its whole bytes (FULL_OBJECT), if it has one:
-    known without reading them."""
-    sums = source.attrs.checksums
-    if sums.get("x-amz-checksum-type", checksums.FULL_OBJECT) != checksums.FULL_OBJECT:
-        return None
-    return sums.get(algorithm.header)
-
-
-async def _hash_range(
-    ctx: Context,
-    source: ObjectInfo,
-    source_key: bytes | None,
-    start: int,
-    length: int,
-    digests: list[digest.Digest],
-) -> None:
-    """Read a range of the source's bytes once into each of `digests`, each piece hashed off
-    the event loop while the next is read."""
-
-    def update(piece: bytes) -> None:
-        for d in digests:
-            d.update(piece)
-
-    loop = asyncio.get_running_loop()
-    hashing: asyncio.Future[None] | None = None
-    async with _opened(ctx, source, source_key) as reader:
-        async for piece in reader.chunks(start, length):
-            if hashing is not None:
-                await hashing
-            hashing = loop.run_in_executor(ctx.store.pool, update, piece)
-        if hashing is not None:
-            await hashing
-
-
-async def _copy_checksum(
-    ctx: Context, source: ObjectInfo, source_key: bytes | None, algorithm: checksums.Algorithm
-) -> dict[str, str]:
-    """The copy's checksum headers under `algorithm`: the source's own when it has that
-    algorithm's whole-object value, else computed from the source's bytes. AWS answers a copy
-    asked for another algorithm with that algorithm's FULL_OBJECT checksum (LocalStack's AWS
-    recordings of test_s3_copy_object_with_checksum, Feb 2026)."""
-    value = _whole_checksum(source, algorithm)
-    if value is None:
-        checksum = algorithm.new()
-        await _hash_range(ctx, source, source_key, 0, source.size, [checksum])
-        value = checksum.value()
-    return {algorithm.header: value, "x-amz-checksum-type": checksums.FULL_OBJECT}
-
-
-def _reuses_ciphertext(source: ObjectInfo, dest: sse.Requested) -> bool:
-    """Can the destination share the source's blobs (metadata only)? Plain to plain; server-
-    managed keys on both sides (the data keys are wrapped again); the same customer key on
-    both sides. Anything else is re-encrypted (docs/encryption.md, "Copies")."""
-    if not source.extents:
-        return True
-    source_customer = source.attrs.sse_key is not None
-    source_plain = not source.attrs.sse
-    if dest.encryption is None:
-        return source_plain
-    if dest.server_managed:
-        # A DSSE-KMS destination needs two layers: a one-layer source is encrypted again.
-        assert dest.encryption is not None
-        single = source.attrs.sse.get(sse.SSE) != sse.DSSE
-        return not source_plain and not source_customer and not (dest.encryption.dual and single)
-    assert dest.customer_key is not None
-    return source_customer and crypto.fingerprint_matches(
-        dest.customer_key, source.attrs.sse_key or ""
-    )
-
-
-async def _reencrypt(
-    ctx: Context,
-    source: ObjectInfo,
-    source_key: bytes | None,
-    start: int,
-    length: int,
-    dest: sse.Requested,
-    observers: list[digest.Digest] | None = None,
-) -> StagedBlob:
-    """Stream the source's plaintext (a range of it) through a new blob under `dest`, hashed
-    on the way into `observers` too."""
-    async with _opened(ctx, source, source_key) as reader:
-        return await ctx.store.stage(reader.chunks(start, length), observers or (), dest.encryption)
-
-
-@contextlib.asynccontextmanager
-async def _opened(
-    ctx: Context, source: ObjectInfo, source_key: bytes | None
-) -> AsyncIterator[ObjectReader]:
-    """The source's bytes, open for reading (SourceChanged if they went meanwhile)."""
-    reader = ctx.store.reader(source, source_key)
-    try:
-        try:
-            await reader.open()
-        except FileNotFoundError as exc:
-            raise SourceChanged() from exc
-        yield reader
-    finally:
-        reader.close()
-
-
-async def _copy_object(
-    ctx: Context,
-    source: ObjectInfo,
-    source_key: bytes | None,
-    key: str,
-    attrs: ObjectAttrs,
-    lock: ObjectLock,
-    dest: sse.Requested,
-) -> ObjectInfo:
-    if not _reuses_ciphertext(source, dest):
-        blob = await _reencrypt(ctx, source, source_key, 0, source.size, dest)
-        return await ctx.store.put_object(
-            ctx.bucket,
-            key,
-            blob,
-            attrs,
-            lock=lock,
-            etag=dest.etag(blob.md5.hex()),
-            keep_md5=dest.sse_key is None,
-        )
-    rewrap = dest.encryption if dest.server_managed else None
-    if dest.etag_is_md5:
-        etag, learnt = await _whole_md5(ctx, source, source_key)
-        content_md5 = None
-    else:
-        etag, learnt = dest.etag(""), None
-        content_md5 = (_known_md5(source) or "") if dest.sse_key is None else ""
-    return await ctx.store.copy_object(
-        source, ctx.bucket, key, attrs, etag, learnt, lock, rewrap, content_md5
-    )
 
 
 def _result(
@@ -314,7 +154,7 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     dest = sse.requested(ctx)
     wanted = _requested_checksum(ctx)
-    for _attempt in range(ATTEMPTS):
+    for _attempt in range(writes.COPY_ATTEMPTS):
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         if source.size > MAX_COPY_SIZE:
@@ -347,16 +187,17 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         algorithm = wanted or _composite_algorithm(source)
         if algorithm is not None:
             try:
-                sums = await _copy_checksum(ctx, source, source_key, algorithm)
+                sums = await writes.copy_checksum(ctx.store, source, source_key, algorithm)
             except SourceChanged:
                 continue
             attrs = replace(attrs, checksums=sums, part_checksums=())
         attrs = ctx.with_acl(attrs)
-        # The destination's encryption is the request's (or its bucket's default), never
-        # the source's.
-        attrs = dest.attrs(attrs)
         try:
-            obj = await _copy_object(ctx, source, source_key, key, attrs, lock, dest)
+            # The destination's encryption is the request's (or its bucket's default), never
+            # the source's.
+            obj = await writes.copy(
+                ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock
+            )
         except SourceChanged:
             continue
         if obj.version_id != NULL_VERSION:
@@ -404,8 +245,7 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     # Complete combines into the object's as it does UploadPart's.
     name = upload.attrs.checksums.get("algorithm")
     algorithm = checksums.algorithm(name) if name else None
-    wanted = algorithm or checksums.DEFAULT
-    for _attempt in range(ATTEMPTS):
+    for _attempt in range(writes.COPY_ATTEMPTS):
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
@@ -416,50 +256,14 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
                 f"copy source: {MAX_COPY_SIZE}",
             )
         answer.update(sse.echo(upload.attrs))
-        whole = (start, length) == (0, source.size)
-        value = _whole_checksum(source, wanted) if whole else None
-        checksum = wanted.new() if value is None else None
         try:
-            if not _reuses_ciphertext(source, dest):
-                observers = [checksum] if checksum is not None else None
-                blob = await _reencrypt(ctx, source, source_key, start, length, dest, observers)
-                value = checksum.value() if checksum is not None else value
-                part = await ctx.store.upload_part(
-                    upload, number, blob, value, dest.etag(blob.md5.hex())
-                )
-                sums = _announced(algorithm, value)
-                return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
-            etag, learnt, md5 = "", None, None
-            if not dest.etag_is_md5:
-                etag = dest.etag("")
-            elif whole and _known_md5(source):
-                etag, learnt = await _whole_md5(ctx, source, source_key)
-            else:
-                # The part's ETag is the MD5 of the copied range: read, but never written.
-                md5 = digest.md5()
-            # The upload's algorithm is read for; the default only in a pass that reads the
-            # range anyway (its MD5): a copy that needs neither stays metadata only, and
-            # Complete then gives the object no default checksum.
-            summed = checksum if md5 is not None or algorithm is not None else None
-            digests = [d for d in (md5, summed) if d is not None]
-            if digests:
-                await _hash_range(ctx, source, source_key, start, length, digests)
-            if summed is not None:
-                value = summed.value()
-            if md5 is not None:
-                metrics.MD5_BYTES.inc(length)
-                etag = md5.hexdigest()
-                if whole:
-                    metrics.COPY_ETAGS.labels("computed").inc()
-                    # An SSE-C object keeps no MD5 of its bytes (docs/encryption.md).
-                    learnt = etag if source.attrs.sse_key is None else None
-            rewrap = dest.encryption if dest.server_managed else None
-            part = await ctx.store.upload_part_copy(
-                upload, number, source, start, length, etag, learnt, rewrap, value
+            copied = await writes.copy_part(
+                ctx.store, upload, number, source, source_key, start, length, dest, algorithm
             )
         except SourceChanged:
             continue
-        sums = _announced(algorithm, value)
+        sums = _announced(algorithm, copied.checksum)
+        part = copied.part
         return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
     raise S3Error("SlowDown")
 

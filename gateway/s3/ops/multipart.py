@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 from aiohttp import web
 
 from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_NUMBER, MAX_PART_SIZE
-from ...store import Part, Upload
+from ...store import Upload
 from ...store.model import NULL_VERSION
-from .. import checksums, retention, sse, xml
+from .. import checksums, retention, sse, writes, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from .listing import encoder, max_count
@@ -104,14 +104,15 @@ async def upload_part(ctx: Context) -> web.StreamResponse:
         )
     encryption = part_encryption(ctx, upload)
     blob = await stage_body(ctx, expected_md5, encryption)
-    part = await ctx.store.upload_part(
+    part = await writes.upload_part(
+        ctx.store,
         upload,
         number,
         blob,
         # An upload without an algorithm keeps each part's default checksum, unannounced,
         # for Complete to combine into the object's.
         ctx.payload.checksum_value if expected is not None else ctx.payload.default_value(),
-        encryption.etag(blob.md5.hex()),
+        encryption,
     )
     # The part's answer names only a checksum the client sent (LocalStack's AWS recordings).
     checksum = ctx.payload.checksum_headers() if sent is not None else {}
@@ -150,62 +151,8 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
         upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
         sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
-    def object_checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
-        """The object's checksum from its parts' (COMPOSITE or FULL_OBJECT, as the upload
-        asked); every part must have had one, matching what Complete names."""
-        kind = upload.attrs.checksums.get("type")
-        named_kind = ctx.headers.get("x-amz-checksum-type")
-        if named_kind is not None and named_kind.strip().upper() != kind:
-            # AWS's words, "null" for an upload created without a checksum (LocalStack's AWS
-            # recordings of test_multipart_parts_checksum_exceptions_*, Feb 2026).
-            raise S3Error(
-                "InvalidRequest",
-                f"The upload was created using the {kind or 'null'} checksum mode. The "
-                "complete request must use the same checksum mode.",
-            )
-        algorithm = _algorithm(upload)
-        if algorithm is None:
-            for part in parts:
-                if sent.get(part.number):
-                    # A part's checksum named for an upload that has none: AWS's InvalidPart
-                    # (LocalStack's AWS recording of test_complete_multipart_parts_checksum_
-                    # default, Feb 2026).
-                    raise S3Error(
-                        "InvalidPart", UploadId=upload.id, PartNumber=part.number, ETag=part.etag
-                    )
-            if sse.CUSTOMER + "algorithm" in upload.attrs.sse:
-                # AWS adds no default checksum to an SSE-C multipart object (LocalStack's
-                # AWS recordings; a PutObject with SSE-C gets one).
-                return {}
-            return checksums.default_of_parts([(p.checksum, p.size) for p in parts])
-        field = f"Checksum{algorithm.name}"
-        for part in parts:
-            named = sent.get(part.number, {}).get(field)
-            if part.checksum is None:
-                raise S3Error(
-                    "InvalidRequest",
-                    f"The upload was created using a {algorithm.name.lower()} checksum. The "
-                    "complete request must include the checksum for each part. It was missing "
-                    f"for part {part.number} in the request.",
-                )
-            if named is not None and named != part.checksum:
-                raise S3Error("InvalidPart", UploadId=upload.id, PartNumber=part.number)
-        pairs = [(p.checksum, p.size) for p in parts if p.checksum is not None]
-        if kind == checksums.COMPOSITE:
-            value = checksums.composite(algorithm, [v for v, _ in pairs])
-        else:
-            value = checksums.full_object(algorithm, pairs)
-        # Complete may name the object's checksum it expects (x-amz-checksum-<alg>).
-        expected = ctx.headers.get(algorithm.header)
-        if expected is not None and expected != value:
-            raise S3Error(
-                "BadDigest",
-                f"The {algorithm.name} you specified did not match the calculated checksum.",
-            )
-        return {algorithm.header: value, "x-amz-checksum-type": kind}
-
-    obj = await ctx.store.complete_upload(
-        upload_id, ctx.bucket, key, chosen, object_checksum, condition
+    obj = await writes.complete(
+        ctx.store, upload_id, ctx.bucket, key, chosen, sent, ctx.headers, condition
     )
     location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
     response = _xml(

@@ -26,7 +26,7 @@ from ...store import (
 )
 from ...store.model import NULL_VERSION, Deleted
 from ...store.versions import DeleteMarker, is_version_id
-from .. import checksums, conditions, lifecycle, retention, sse, tagging, xml
+from .. import checksums, conditions, lifecycle, retention, sse, tagging, writes, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import BATCH_DELETED, REQUEST_ID
@@ -308,15 +308,15 @@ async def stage_body(
     """Receive the request body into a staged blob (encrypted as `encryption` says), checked
     against its signed SHA-256 and its Content-MD5: a body that fails either is dropped before
     anything refers to it."""
-    blob = await ctx.store.stage(ctx.payload.chunks(), ctx.payload.observers, encryption.encryption)
-    try:
+
+    def check(blob: StagedBlob) -> None:
         ctx.payload.verify()
         if expected_md5 is not None and expected_md5 != blob.md5:
             raise S3Error("BadDigest", ExpectedDigest=base64.b64encode(expected_md5).decode())
-    except BaseException:
-        await ctx.store.discard(blob)
-        raise
-    return blob
+
+    return await writes.stage(
+        ctx.store, ctx.payload.chunks(), encryption, ctx.payload.observers, check
+    )
 
 
 async def write_condition(ctx: Context) -> WriteCondition | None:
@@ -347,17 +347,8 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     encryption = sse.requested(ctx)
     blob = await stage_body(ctx, expected_md5, encryption)
     checksum = ctx.payload.checksum_headers()
-    attrs = encryption.attrs(ctx.with_acl(attrs, headers=headers, checksums=checksum))
-    obj = await ctx.store.put_object(
-        ctx.bucket,
-        key,
-        blob,
-        attrs,
-        condition,
-        lock,
-        etag=encryption.etag(blob.md5.hex()),
-        keep_md5=encryption.sse_key is None,
-    )
+    attrs = ctx.with_acl(attrs, headers=headers, checksums=checksum)
+    obj = await writes.put(ctx.store, ctx.bucket, key, blob, attrs, encryption, condition, lock)
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
     made.update(expiration_header(ctx, obj))

@@ -22,9 +22,9 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from ... import digest
-from ...store.model import NULL_VERSION
+from ...store.model import NULL_VERSION, StagedBlob
 from ...users import User
-from .. import checksums, postform, postpolicy, retention, sigv2, sse, tagging, xml
+from .. import checksums, postform, postpolicy, retention, sigv2, sse, tagging, writes, xml
 from ..auth import ALGORITHM, SERVICE, TERMINATOR, UNSIGNED_PAYLOAD, AuthResult, _signing_key
 from ..authorize import Access, authorize
 from ..context import Context
@@ -204,7 +204,7 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     checksum = checksums.parse_request(headers)
     lock = retention.lock_from_headers(headers, bucket)
     # A form without a checksum field gets AWS's default one, in the MD5's pass.
-    computed = checksum.new() if checksum is not None else checksums.DEFAULT.new()
+    computed = checksum.new() if checksum is not None else writes.default_checksum()
     low, high = policy.length_range if policy and policy.length_range else (0, None)
     maximum = (
         ctx.settings.max_object_size if high is None else min(high, ctx.settings.max_object_size)
@@ -217,40 +217,22 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         ctx.request.secure,
         ctx.settings.sse_c_over_http == "allow",
     )
-    blob = await ctx.store.stage(
-        _sized(reader.file_chunks(), maximum),
-        [computed],
-        encryption.encryption,
-    )
     stored: dict[str, str] = {}
-    try:
+
+    def check(blob: StagedBlob) -> None:
+        nonlocal stored
         if blob.size < low:
             raise S3Error("EntityTooSmall", ProposedSize=blob.size, MinSizeAllowed=low)
         if checksum is not None:
-            value = checksum.check(computed, {})
-            stored = {
-                checksum.algorithm.header: value,
-                "x-amz-checksum-type": checksums.FULL_OBJECT,
-            }
+            stored = writes.whole_object_checksum(checksum.algorithm, checksum.check(computed, {}))
         else:
-            stored = {
-                checksums.DEFAULT.header: computed.value(),
-                "x-amz-checksum-type": checksums.FULL_OBJECT,
-            }
-    except BaseException:
-        await ctx.store.discard(blob)
-        raise
-    attrs = encryption.attrs(replace(attrs, checksums=stored))
-    obj = await ctx.store.put_object(
-        ctx.bucket,
-        key,
-        blob,
-        attrs,
-        None,
-        lock,
-        etag=encryption.etag(blob.md5.hex()),
-        keep_md5=encryption.sse_key is None,
+            stored = writes.whole_object_checksum(checksums.DEFAULT, computed.value())
+
+    blob = await writes.stage(
+        ctx.store, _sized(reader.file_chunks(), maximum), encryption, [computed], check
     )
+    attrs = replace(attrs, checksums=stored)
+    obj = await writes.put(ctx.store, ctx.bucket, key, blob, attrs, encryption, lock=lock)
     # A null version (unversioned or suspended bucket) is not named, as on PutObject.
     made = obj.version_id if obj.version_id != NULL_VERSION else None
     return _answer(ctx, fields, key, obj.etag, made, {**stored, **sse.echo(obj.attrs, True)})
