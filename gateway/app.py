@@ -12,10 +12,11 @@ from aiohttp import web
 from . import digest, metrics
 from .config import Settings
 from .lifecycle import LifecycleWorker
-from .logdelivery import LOG_DELIVERY, LogDelivery
+from .logdelivery import LogDelivery
 from .s3 import sse
+from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
-from .store import Store, open_store
+from .store import Store, StoreError, open_store
 from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
 
@@ -80,7 +81,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
-    app[LOG_DELIVERY] = delivery
+    app[FLUSH_LOGS] = delivery.flush
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").
     for path, endpoint in (
@@ -91,6 +92,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         app.router.add_get(path, _unless_signed(endpoint, handler))
     app.router.add_route("*", r"/{path:[\s\S]*}", handler, expect_handler=_ignore_expect)
     metrics.STORED.scan = store.totals
+    metrics.STORED.scan_errors = (OSError, StoreError)
     app[RENDERER] = metrics.Renderer()
     app.cleanup_ctx.append(_count_stored)
     app.cleanup_ctx.append(_lifecycle(LifecycleWorker(store, settings.lifecycle_day)))

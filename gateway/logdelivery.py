@@ -336,6 +336,3 @@ def _object_size(request: web.Request, response: web.StreamResponse, operation: 
         value = decoded or length
         return int(value) if value and value.isdigit() else None
     return None
-
-
-LOG_DELIVERY = web.AppKey("log_delivery", LogDelivery)

@@ -28,8 +28,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from .store.errors import StoreError
-
 log = logging.getLogger(__name__)
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -55,6 +53,9 @@ class StoredCollector(Collector):
 
     def __init__(self) -> None:
         self.scan: Callable[[], tuple[int, int]] | None = None
+        # What a failing scan raises (the store's errors: given with `scan`, since metrics
+        # sits below the store), logged and tried again at the next interval.
+        self.scan_errors: tuple[type[Exception], ...] = (OSError,)
         self._latest: dict[str, float] | None = None  # one process: no file needed
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -73,7 +74,7 @@ class StoredCollector(Collector):
             try:
                 await asyncio.to_thread(self.refresh)  # not the store's I/O threads
                 failing = False
-            except (OSError, StoreError) as exc:
+            except self.scan_errors as exc:
                 if not failing:  # once, not every second
                     log.warning("cannot count the objects stored: %s", exc)
                 failing = True

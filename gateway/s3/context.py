@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +28,10 @@ RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
 RESPONSE_STARTED_AT = web.RequestKey("response_started_at", float)
 # Body bytes sent by sendfile, which passes aiohttp's count (response.body_length) by.
 SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
+# Delivers a bucket's pending server access log records now and names the log object written
+# (PostBucketLogging): the application sets it to the log delivery worker's, so that s3/
+# imports no worker.
+FLUSH_LOGS = web.AppKey("flush_logs", Callable[[str], Awaitable[str | None]])
 
 
 @dataclass

@@ -82,16 +82,6 @@ _OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
 # The bodies that get AWS's default checksum (checksums.DEFAULT) in the MD5's pass: an object
 # sent without a checksum, and every part (Complete combines the parts' into the object's).
 _DEFAULT_CHECKSUM = {"PutObject": MISSING, "UploadPart": ALWAYS}
-# Headers asking for what this gateway does not do: refused, never silently ignored (a client
-# that asked for a customer key must not believe it got one).
-# (Server-side encryption headers are all served now: gateway/s3/sse.py.)
-_UNSUPPORTED_HEADERS: tuple[str, ...] = ()
-
-
-def refuse_unsupported(headers: Mapping[str, str]) -> None:
-    for name in _UNSUPPORTED_HEADERS:
-        if name in headers:
-            raise S3Error("NotImplemented", f"{name} is not supported by this gateway")
 
 
 def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
@@ -190,7 +180,6 @@ class Dispatcher:
                     owner, acl = acl_ops.object_acl_for_write(
                         request.headers, auth.user, bucket, self.users_by_id.__contains__
                     )
-        refuse_unsupported(request.headers)
         payload = Payload(
             request,
             auth,

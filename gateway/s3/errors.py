@@ -6,6 +6,8 @@ Codes, statuses and default messages follow the table in AWS's "Error responses"
 
 from __future__ import annotations
 
+from .xmltext import escape
+
 # code -> (HTTP status, default message)
 CODES: dict[str, tuple[int, str]] = {
     "AccessControlListNotSupported": (400, "The bucket does not allow ACLs"),
@@ -213,10 +215,7 @@ class S3Error(Exception):
         """The <Error> document; no <Resource> when there is none (a request that did not
         parse has no path)."""
         # The same escaping as every other document: a field may echo a key holding control
-        # characters (NoSuchKey), which must not go out as raw bytes. (Imported here: xml
-        # raises S3Error.)
-        from .xml import escape
-
+        # characters (NoSuchKey), which must not go out as raw bytes.
         extra = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in self.fields.items())
         return (
             '<?xml version="1.0" encoding="UTF-8"?>\n'

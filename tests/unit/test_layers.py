@@ -149,3 +149,90 @@ def test_the_write_path_knows_no_http() -> None:
     imports = MODULES["gateway.s3.writes"]
     assert not [m for m in imports if _under(m, "aiohttp") or _under(m, "gateway.s3.ops")]
     assert not [m for m in imports if _under(m, "gateway.s3.dispatch")]
+
+
+def _edges(path: Path) -> set[str]:
+    """The product modules `path` imports at run time, imports inside functions included and
+    `if TYPE_CHECKING:` blocks left out; `from p import m` counts as importing the module p.m
+    when m is one (p is then already imported, as a parent package always is), else p."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                found.add(sub if sub in MODULES else module)
+    return {m for m in found if m in MODULES and m != name}
+
+
+def test_no_import_cycle() -> None:
+    """No two product modules import each other, however indirectly, imports inside
+    functions included (an import moved into a function to dodge a cycle is still one)."""
+    graph = {_module_name(p): _edges(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    assert cycles == []
+    # The graph is the real one: the dispatcher reaches the operations it runs.
+    assert "gateway.s3.ops.objects" in graph["gateway.s3.dispatch"]
+
+
+@pytest.mark.parametrize(
+    ("where", "forbidden"),
+    [
+        # Metrics sit below everything that reports to them.
+        ("gateway.metrics", ("gateway.store", "gateway.s3")),
+        # The protocol never reaches into the background workers; the application wires them.
+        ("gateway.s3", ("gateway.logdelivery", "gateway.lifecycle")),
+    ],
+)
+def test_run_time_imports(where: str, forbidden: tuple[str, ...]) -> None:
+    offenders = sorted(
+        f"{_module_name(path)} imports {imported}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if _under(_module_name(path), where)
+        for imported in _edges(path)
+        if any(_under(imported, f) for f in forbidden)
+    )
+    assert offenders == []

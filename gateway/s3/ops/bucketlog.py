@@ -12,10 +12,9 @@ import time
 from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
-from ...logdelivery import LOG_DELIVERY
 from .. import bucketlog, xml
 from ..authorize import BUCKET_OWNER_ENFORCED, ownership
-from ..context import Context
+from ..context import FLUSH_LOGS, Context
 from ..errors import S3Error, invalid_argument
 
 
@@ -102,7 +101,7 @@ async def post_bucket_logging(ctx: Context) -> web.StreamResponse:
     assert ctx.bucket_record is not None
     if bucketlog.SETTING not in ctx.bucket_record.settings:
         raise S3Error("NoSuchKey", "The bucket has no logging configuration", Key=ctx.bucket)
-    key = await ctx.request.app[LOG_DELIVERY].flush(ctx.bucket)
+    key = await ctx.request.app[FLUSH_LOGS](ctx.bucket)
     body = xml.render("PostBucketLoggingOutput", [("FlushedLoggingObject", key or "")])
     return web.Response(body=body, content_type="application/xml")
 

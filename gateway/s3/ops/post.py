@@ -148,14 +148,10 @@ def _key(fields: Mapping[str, str], filename: str | None) -> str:
 
 
 def _headers(fields: Mapping[str, str]) -> CIMultiDict[str]:
-    """The form's fields as the request headers a PutObject would carry, refused as PutObject
-    refuses what this gateway does not do."""
-    from ..dispatch import refuse_unsupported  # (the dispatcher imports this module)
-
+    """The form's fields as the request headers a PutObject would carry."""
     headers = CIMultiDict(fields)
     if "acl" in fields:
         headers["x-amz-acl"] = fields["acl"]
-    refuse_unsupported(headers)
     return headers
 
 
