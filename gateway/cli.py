@@ -1,5 +1,5 @@
 """Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck`, `s3gw migrate` and
-`s3gw bench`."""
+`s3gw keys`. (The benchmarks are the repository's `python -m bench`, not shipped.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import bench, config, digest, logs, server, users
+from . import config, digest, logs, server, users
 from .store.blobs import FolderInUse
 from .store.errors import StoreError
 
@@ -130,7 +130,6 @@ def main(argv: list[str] | None = None) -> None:
     keys = commands.add_parser("keys", help="encryption keys: `keys rotate` the master key")
     keys.add_argument("action", choices=["rotate"])
     keys.add_argument("--data", default=config.env_default("data"), help="data folder")
-    bench.add_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "keys":
         os.umask(PRIVATE)
@@ -141,8 +140,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "migrate":
         os.umask(PRIVATE)
         raise SystemExit(_migrate(args))
-    if args.command == "bench":
-        raise SystemExit(args.run(args))
     try:
         settings = config.settings_from(args)
         if args.command == "serve":

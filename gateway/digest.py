@@ -178,7 +178,7 @@ _c_void_p, _c_char_p, _c_int, _c_size_t = (
     ctypes.c_int,
     ctypes.c_size_t,
 )
-# name -> (restype, argtypes): the libcrypto functions used here and by `s3gw bench digest`.
+# name -> (restype, argtypes): the libcrypto functions used here and by `python -m bench digest`.
 _PROTOTYPES: dict[str, tuple[type | None, list[type]]] = {
     "OpenSSL_version": (_c_char_p, [_c_int]),
     "EVP_MD_fetch": (_c_void_p, [_c_void_p, _c_char_p, _c_char_p]),

@@ -90,7 +90,7 @@ def serve(settings: Settings) -> None:
 def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """asyncio's loop (None), or uvloop's (the `fast` extra). uvloop costs about 10 % less CPU
     per small request but has no sendfile, so large GETs go through Python buffers at about
-    half the speed (s3gw bench s3): asyncio is the default."""
+    half the speed (python -m bench s3): asyncio is the default."""
     if name == "asyncio":
         return None
     if name != "uvloop":

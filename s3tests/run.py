@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from gateway.bench.process import GatewayProcess
+from tests.process import GatewayProcess
 
 TEMPLATE = Path(__file__).resolve().parent / "s3tests.conf.in"
 

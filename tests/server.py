@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.bench import process
-from gateway.bench.process import ACCESS_KEY, SECRET_KEY
+from tests import process
+from tests.process import ACCESS_KEY, SECRET_KEY
 
 __all__ = ["ACCESS_KEY", "SECRET_KEY", "GatewayProcess", "s3gw"]
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gateway.bench.process import ACCESS_KEY, SECRET_KEY, GatewayProcess
+from tests.process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

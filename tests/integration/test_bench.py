@@ -1,4 +1,4 @@
-"""The benchmarks' load generator against the real server, and `s3gw bench s3` end to end."""
+"""The benchmarks' load generator against the real server, and `python -m bench s3` end to end."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.bench import loadgen, s3
-from gateway.bench.postgres import unavailable_reason
+from bench import loadgen, s3
+from tests import REPOSITORY
+from tests.postgres import unavailable_reason
 
 
 def test_load_generator_puts_then_gets(gateway, bucket, s3):
@@ -127,12 +128,13 @@ def test_load_generator_spreads_connections_over_endpoints():
 
 
 def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`s3gw bench ARGS` in a process of its own, which must succeed."""
+    """`python -m bench ARGS` in a process of its own, which must succeed."""
     out = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", *args],
+        [sys.executable, "-m", "bench", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=REPOSITORY,
     )
     assert out.returncode == 0, out.stderr
     return out

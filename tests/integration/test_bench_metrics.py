@@ -1,4 +1,4 @@
-"""`s3gw bench metrics` end to end, small: it runs, floods, and reports what it measured."""
+"""`python -m bench metrics` end to end, small: it runs, floods, and reports what it measured."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import json
 import subprocess
 import sys
 
+from tests import REPOSITORY
+
 
 def test_bench_metrics_json_end_to_end():
     out = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", "metrics", "--objects", "500",
+        [sys.executable, "-m", "bench", "metrics", "--objects", "500",
          "--seconds", "1", "--puts", "3", "--flood", "4", "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.bench.process import GatewayProcess
 from gateway.store import fsck
 from tests import raw
 from tests.postgres import PostgresServer
+from tests.process import GatewayProcess
 
 BUCKET = "shared"
 MIB = 1 << 20

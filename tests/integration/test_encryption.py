@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import awscli, raw
+from tests import REPOSITORY, awscli, raw
 from tests.server import GatewayProcess
 
 MARKER = b"SSE-PLAINTEXT-MARKER-7f3a9c"
@@ -799,10 +799,10 @@ def test_fsck_deep_verifies_encrypted_objects_and_rotation_keeps_them(
 
 def test_bench_s3_has_an_encrypted_column() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", "s3", "--servers",
+        [sys.executable, "-m", "bench", "s3", "--servers",
          "gateway_1_worker,gateway_sse_s3", "--seconds", "0.3", "--repeats", "1",
          "--large-mib", "8", "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

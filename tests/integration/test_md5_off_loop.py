@@ -1,7 +1,7 @@
 """The request path never hashes a large body on the event loop: a 256 MiB PUT streams through
 the real application, served in this test's own loop, and every MD5 update is counted by the
 thread that makes it. A count, not a timing (DESIGN.md: never block the event loop; the lag table
-of `s3gw bench digest` shows what a hashed batch on the loop would cost).
+of `python -m bench digest` shows what a hashed batch on the loop would cost).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import sys
 import sysconfig
 import threading
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,11 @@ from botocore.config import Config
 from tests.server import ACCESS_KEY, SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
-# What the Dockerfile's `pip install .` sees of the tree (.dockerignore keeps the rest out).
+# What the Dockerfile's `pip install .` sees of the tree (.dockerignore keeps the rest out),
+# and the benchmarks and the tests' harness, which a `pip install .` of a clone sees too and
+# which must stay out of the wheel.
 BUILD_CONTEXT = ("pyproject.toml", "README.md", "gateway")
+NOT_SHIPPED = ("bench", "tests")
 _LISTENING = re.compile(r"listening on (https?://\S+)")
 _CONSOLE = re.compile(r"console on (https?://\S+)")
 CONSOLE_ON = ("--address", "127.0.0.1:0", "--console-address", "127.0.0.1:0")
@@ -47,6 +51,7 @@ class Installed:
 
     venv: Path
     package: Path  # its gateway/ folder, in the virtualenv's site-packages
+    wheel: Path
 
     @property
     def s3gw(self) -> Path:
@@ -66,7 +71,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work = tmp_path_factory.mktemp("wheel")
     source = work / "source"
     source.mkdir()
-    for name in BUILD_CONTEXT:
+    for name in BUILD_CONTEXT + NOT_SHIPPED:
         if (ROOT / name).is_dir():
             shutil.copytree(
                 ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -90,7 +95,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     # Imported from the wheel, not from this tree (run outside it: no cwd on sys.path).
     where = _run(python, "-c", "import gateway; print(gateway.__file__)", cwd=work).strip()
     assert Path(where).parent == site / "gateway", where
-    return Installed(venv, site / "gateway")
+    return Installed(venv, site / "gateway", wheel)
 
 
 def _environment(**extra: str) -> dict[str, str]:
@@ -169,6 +174,19 @@ def test_the_installed_wheel_serves_s3_and_the_console_with_its_static_files(ser
     s3.create_bucket(Bucket="wheel")
     s3.put_object(Bucket="wheel", Key="k", Body=b"from the wheel")
     assert s3.get_object(Bucket="wheel", Key="k")["Body"].read() == b"from the wheel"
+
+
+def test_the_wheel_holds_the_product_and_nothing_else(installed):
+    """The package and its metadata: no benchmark, no test harness, no C source of a
+    benchmark; the console's static files are there."""
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        names = wheel.namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"gateway"}
+    assert not [n for n in names if n.startswith(("gateway/bench/", "bench/", "tests/"))]
+    assert not [n for n in names if n.endswith(".c")]
+    assert "gateway/console/static/console.js" in names
+    assert "gateway/s3/writes.py" in names
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

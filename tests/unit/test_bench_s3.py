@@ -1,11 +1,11 @@
-"""`s3gw bench s3`'s plan and its CPU ratios, from a made-up result (the end-to-end run is in
+"""`python -m bench s3`'s plan and its CPU ratios, from a made-up result (the end-to-end run is in
 tests/integration/test_bench.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.bench import s3
+from bench import s3
 
 
 def test_single_feature_configurations_run_the_small_c64_workloads_only() -> None:

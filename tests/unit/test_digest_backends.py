@@ -293,7 +293,7 @@ def test_large_updates_in_parallel_threads(new: Callable[[], digest.Digest]) -> 
 
 def test_large_updates_release_the_gil(new: Callable[[], digest.Digest]) -> None:
     # A pool thread hashing a 1 MiB batch must let the event loop's thread run meanwhile.
-    from gateway.bench.digest import _gil_released
+    from bench.digest import _gil_released
 
     assert _gil_released(new, os.urandom(MIB) * 32)
 

@@ -97,7 +97,7 @@ def test_the_modules_were_read() -> None:
         ("gateway.users", ("gateway.s3",), ()),
         # SQL to SQLite, and to PostgreSQL, is spoken in its adapter only.
         ("gateway", ("sqlite3",), ("gateway.store.sqlite.*",)),
-        ("gateway", ("psycopg",), ("gateway.store.postgres.*", "gateway.bench.postgres")),
+        ("gateway", ("psycopg",), ("gateway.store.postgres.*",)),
         # Only the composition root (gateway.store's open_store) picks the catalog adapter.
         ("gateway", ("gateway.store.sqlite",), ("gateway.store.sqlite.*", "gateway.store")),
         ("gateway", ("gateway.store.postgres",), ("gateway.store.postgres.*", "gateway.store")),
@@ -130,12 +130,11 @@ def _store_write_calls(path: Path) -> list[str]:
 def test_only_the_write_path_calls_the_stores_writes() -> None:
     """The S3 operations, the POST form, the console and log delivery write through
     gateway.s3.writes, so that a bucket's defaults, the ETag rule and the copy's sharing of
-    blobs are decided once. The store itself, and the benchmark's own harness, are exempt."""
+    blobs are decided once. The store itself is exempt."""
     offenders = [
         call
         for path in sorted(PACKAGE.rglob("*.py"))
         if not _under(_module_name(path), "gateway.store")
-        and not _under(_module_name(path), "gateway.bench")
         and _module_name(path) != "gateway.s3.writes"
         for call in _store_write_calls(path)
     ]

@@ -1,4 +1,4 @@
-"""Ceilings for `s3gw bench s3`, measured in the same run as the servers they bound.
+"""Ceilings for `python -m bench s3`, measured in the same run as the servers they bound.
 
 - MD5: a large PUT hashes every byte once (the ETag). `openssl speed -evp md5` over 1 MiB
   blocks, and hashlib's MD5 over the same 1 MiB updates the gateway makes.
@@ -132,7 +132,7 @@ def fsync_write_mib_s(folder: Path, mib: int) -> float:
 
 def aes_gcm_mib_s(mib: int) -> float:
     """AES-256-GCM as the gateway's encryption runs it (crypto.py: 64 KiB chunks), one core."""
-    from ..store.crypto import DataKey
+    from gateway.store.crypto import DataKey
 
     key = DataKey.generate()
     block = os.urandom(MIB)

@@ -31,7 +31,7 @@ memory the server took from the machine; the largest single process is in the JS
 PostgreSQL (issue 15): the gateway on a PostgreSQL catalog, one node and two nodes (two processes
 on one database and one data folder; the load generator's connections take the nodes in turn),
 one worker per node, run the workloads the issue reports (PG_WORKLOADS) beside SQLite's. The
-database is a server of the run's own (gateway/bench/postgres.py, fsync on), or made on the one
+database is a server of the run's own (bench/postgres.py, fsync on), or made on the one
 `--catalog-url` names; where there is none, one line says why and their columns are absent.
 Their database's CPU per request and the rows they stored are reported below the table.
 
@@ -63,9 +63,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import ceilings, loadgen
-from .postgres import BenchDatabases
-from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
+from bench import ceilings, loadgen
+from bench.postgres import BenchDatabases
+from tests.process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -314,7 +314,7 @@ def _start_gateway(name: str, workers: int, folder: Path) -> Server:
 
 
 # `make bench` installs the peers into a virtualenv of their own (they are not our dependencies).
-PEERS_BIN = Path(__file__).resolve().parents[2] / ".venv-peers" / "bin"
+PEERS_BIN = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin"
 
 
 def _peer_program(name: str) -> str | None:
@@ -1338,7 +1338,7 @@ def render(result: dict[str, Any]) -> str:
     large = config["large_mib"]
     width, label_width = 12, 40
     lines = [
-        f"s3gw bench s3: medians of {config['repeats']} interleaved repeats, "
+        f"python -m bench s3: medians of {config['repeats']} interleaved repeats, "
         f"{config['seconds']:g} s per 4 KiB run, {config['cpus']} CPUs, "
         f"{result['elapsed_s']:.0f} s in all",
         "  the gateway as shipped: access log at info (one line per request, to a file), "

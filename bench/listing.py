@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..store import StoreError, open_store
-from ..store.api import CatalogTx
-from ..store.migrate import migrate
-from ..store.model import NULL_VERSION, ObjectAttrs, ObjectInfo
-from ..store.versions import ENABLED, new_version_id, seq_of
-from . import loadgen
-from .postgres import ENV_URL, BenchDatabases
-from .process import ACCESS_KEY, SECRET_KEY, GatewayProcess
+from bench import loadgen
+from bench.postgres import ENV_URL, BenchDatabases
+from gateway.store import StoreError, open_store
+from gateway.store.api import CatalogTx
+from gateway.store.migrate import migrate
+from gateway.store.model import NULL_VERSION, ObjectAttrs, ObjectInfo
+from gateway.store.versions import ENABLED, new_version_id, seq_of
+from tests.process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 OWNER_KEY = ACCESS_KEY
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
@@ -125,8 +125,8 @@ def fill_for_gateway(
     data: Path, buckets: dict[str, int], versions: dict[str, int] | None = None
 ) -> None:
     """`fill`, with buckets owned by the user GatewayProcess starts the gateway with."""
-    from ..config import Settings
-    from ..users import load_users
+    from gateway.config import Settings
+    from gateway.users import load_users
 
     users, _ = load_users(
         Settings(data=data, host="", port=0, access_key=ACCESS_KEY, secret_key=SECRET_KEY)

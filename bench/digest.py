@@ -8,7 +8,7 @@ obtains MD5 in one of three modes, inits, hashes a 4 KiB payload, finalizes and 
 - cached: one fetch per process, `EVP_MD_up_ref` and `EVP_MD_free` per iteration;
 - implicit: the legacy static `EVP_md5()`, which OpenSSL 3 fetches inside every init.
 
-The modes run twice: in a small C loop (gateway/bench/native/md5_modes.c, built with the system
+The modes run twice: in a small C loop (bench/native/md5_modes.c, built with the system
 compiler into a temporary folder, so that Python's call overhead does not hide the difference),
 and from Python through ctypes. Rows for the gateway's backends (hashlib, the openssl backend
 object) and for the `cryptography` package follow. ns/op is the wall-clock time per operation
@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .. import digest
+from gateway import digest
 
 MIB = 1 << 20
 NATIVE_SOURCE = Path(__file__).with_name("native") / "md5_modes.c"
@@ -471,7 +471,7 @@ async def _stream(block: bytes, total: int, piece: int = 64 * 1024) -> AsyncIter
 
 
 def lag(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from ..store import BATCH, open_store
+    from gateway.store import BATCH, open_store
 
     total = args.stream_mib * MIB
     block = os.urandom(8 * MIB)
@@ -568,7 +568,7 @@ def _share_line(share: float | None) -> str:
 
 def render(result: dict[str, Any]) -> str:
     lines = [
-        f"s3gw bench digest: {result['openssl']} ({result['libcrypto']}), "
+        f"python -m bench digest: {result['openssl']} ({result['libcrypto']}), "
         f"Python {result['python']}, {result['cpus']} CPUs",
         _share_line(result["others_cpu_share"]),
     ]

@@ -3,7 +3,7 @@
 /metrics needs no signature, so anyone who reaches the port can send it as fast as they like.
 When a scrape counted the objects stored by scanning the catalog (about 80 ms at a million
 objects, in the I/O threads), such a flood took a 200 kB PUT from ~15 ms to seconds. The
-objects are put straight in the catalog (as `s3gw bench list` does); the gateway then runs
+objects are put straight in the catalog (as `python -m bench list` does); the gateway then runs
 with its default workers. PUTs of `--put-kib` are timed one at a time from a lean client,
 first with the gateway otherwise idle, then while a separate process keeps `--flood`
 connections sending GET /metrics back to back (loadgen's closed loop), then idle again. The
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import loadgen
-from .listing import fill_for_gateway
-from .process import GatewayProcess
+from bench import loadgen
+from bench.listing import fill_for_gateway
+from tests.process import GatewayProcess
 
 KIB = 1024
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .process import GatewayProcess
+from tests.process import GatewayProcess
 
 MIB = 2**20
 

@@ -10,7 +10,7 @@ that closes the connection gets a new one. Every status is checked: what is not 
 the wrong length and a lost connection are counted as errors, never as operations.
 
 The aiohttp client and botocore's signer per request cost 80-135 us of CPU per request, a large
-share of a 2-core machine; this costs about a fifth of that (`s3gw bench s3` measures and
+share of a 2-core machine; this costs about a fifth of that (`python -m bench s3` measures and
 prints it against a trivial server). `Client` is the same idea for one request at a time
 (http.client, 1 MiB sends), for large bodies and for latencies.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .process import ACCESS_KEY, SECRET_KEY
+from tests.process import ACCESS_KEY, SECRET_KEY
 
 KIB = 1024
 MIB = 1024 * KIB
