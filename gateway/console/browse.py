@@ -29,6 +29,7 @@ from ..s3.authorize import (
 )
 from ..s3.errors import S3Error
 from ..s3.names import valid_bucket_name
+from ..s3.params import check_key
 from ..store import Bucket, ObjectAttrs, ObjectInfo
 from ..store.errors import NoSuchBucket, SourceChanged
 from ..store.versions import DeleteMarker
@@ -57,13 +58,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_put("/api/part", api_upload_part)
     router.add_post("/api/complete", api_complete)
     router.add_post("/api/abort", api_abort)
-
-
-def check_key(key: str) -> str:
-    size = len(key.encode())
-    if size > limits.MAX_KEY_BYTES:
-        raise S3Error("KeyTooLongError", MaxSizeAllowed=limits.MAX_KEY_BYTES, Size=size)
-    return key
 
 
 def _console(request: web.Request) -> Console:

@@ -31,7 +31,7 @@ from ..authorize import (
 )
 from ..context import Context
 from ..errors import S3Error
-from .objects import check_key, version_param
+from ..params import check_key, version_param
 
 
 def object_acl_for_write(

@@ -16,8 +16,9 @@ from ...store.model import ObjectInfo
 from .. import checksums, sse, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
+from ..params import check_key, parse_int, version_param
 from .multipart import checksum_nodes
-from .objects import check_key, parse_int, version_headers, version_param
+from .objects import version_headers
 
 NAMES = ("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize")
 

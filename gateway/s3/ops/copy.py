@@ -25,9 +25,9 @@ from ..authorize import authorize_read, expect_owner, resolve_bucket
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..middleware import COPY_SOURCE
+from ..params import attrs_from_headers, check_key, check_version_id, part_number
 from ..ranges import byte_offset
 from .multipart import checksum_nodes, part_encryption
-from .objects import attrs_from_headers, check_key, check_version_id, part_number
 
 COPY_PREFIX = "x-amz-copy-source-"
 _COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)")

@@ -15,9 +15,9 @@ from ...store import Store
 from .. import cors
 from ..context import Context
 from ..errors import S3Error
+from ..params import content_md5, require_integrity_header
 from ..router import Endpoint
 from .buckets import delete_setting
-from .objects import content_md5, require_integrity_header
 
 # "The document is limited to 64 KB in size" (PutBucketCors).
 MAX_CORS_XML = 64 * KiB

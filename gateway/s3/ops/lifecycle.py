@@ -7,8 +7,8 @@ from aiohttp import web
 
 from .. import lifecycle
 from ..context import Context
+from ..params import require_integrity_header
 from .buckets import delete_setting
-from .objects import require_integrity_header
 
 SETTING = "lifecycle"
 

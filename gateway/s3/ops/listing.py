@@ -15,7 +15,7 @@ from ...store import ListPage
 from .. import xml
 from ..context import Context
 from ..errors import invalid_argument
-from .objects import check_version_id, parse_int
+from ..params import check_version_id, parse_int
 
 
 def max_count(ctx: Context, name: str) -> int:

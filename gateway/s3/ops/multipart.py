@@ -15,16 +15,9 @@ from ...store.model import NULL_VERSION
 from .. import checksums, retention, sse, writes, xml
 from ..context import Context
 from ..errors import S3Error, invalid_argument
+from ..params import attrs_from_headers, check_key, content_md5, parse_int, part_number
 from .listing import encoder, max_count
-from .objects import (
-    attrs_from_headers,
-    check_key,
-    content_md5,
-    parse_int,
-    part_number,
-    stage_body,
-    write_condition,
-)
+from .objects import stage_body, write_condition
 
 
 def _xml(root: str, nodes: list[xml.Node]) -> web.Response:

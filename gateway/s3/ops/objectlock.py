@@ -14,8 +14,8 @@ from ...store.objectlock import MODES
 from .. import xml
 from ..context import Context
 from ..errors import S3Error
+from ..params import check_key, parse_int, require_integrity_header, version_param
 from ..retention import HOLD_STATES, asks_bypass, bypass_governance, lock_bucket, retain_until
-from .objects import check_key, parse_int, require_integrity_header, version_param
 
 
 def _xml(root: str, nodes: list[xml.Node]) -> web.Response:

@@ -30,8 +30,8 @@ from ..authorize import Access, authorize
 from ..context import Context
 from ..errors import S3Error
 from ..middleware import USER
+from ..params import attrs_from_headers, check_key
 from .acl import object_acl_for_write
-from .objects import attrs_from_headers, check_key
 
 # Who sent a form until its fields say: nobody (the dispatcher's placeholder caller).
 ANONYMOUS = User(access_key="", secret_key="", display_name="anonymous", canonical_id="")

@@ -15,8 +15,9 @@ from ...store.versions import DeleteMarker
 from .. import tagging
 from ..context import Context
 from ..errors import S3Error
+from ..params import check_key, version_param
 from .buckets import delete_setting
-from .objects import check_key, version_headers, version_param
+from .objects import version_headers
 
 _XML = "application/xml"
 
