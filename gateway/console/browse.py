@@ -17,7 +17,6 @@ from aiohttp import web
 
 from .. import limits
 from ..s3 import checksums, policy_context, sse, writes
-from ..s3.auth import MAX_EXPIRES_SECONDS, presigned_url
 from ..s3.authorize import (
     Access,
     acls_enabled,
@@ -30,6 +29,7 @@ from ..s3.authorize import (
 from ..s3.errors import S3Error
 from ..s3.names import valid_bucket_name
 from ..s3.params import check_key
+from ..s3.sigv4 import MAX_EXPIRES_SECONDS, presigned_url
 from ..store import Bucket, ObjectAttrs, ObjectInfo
 from ..store.errors import NoSuchBucket, SourceChanged
 from ..store.versions import DeleteMarker

@@ -14,6 +14,7 @@ from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
 from ..store.store import Latest
 from ..users import User
+from .auth import Authenticator
 from .authorize import Allowed
 from .errors import S3Error
 from .payload import Payload
@@ -43,6 +44,9 @@ class Context:
     settings: Settings
     payload: Payload
     users_by_id: Mapping[str, User]
+    # Who sent what: the dispatcher's, for the operation whose credentials are in its body
+    # (PostObject's form).
+    authenticator: Authenticator
     # The bucket the request names, as the dispatcher found and authorised it (None for
     # ListBuckets and CreateBucket).
     bucket_record: Bucket | None = None

@@ -14,13 +14,14 @@ from ..store import Bucket, Store
 from ..store.store import Latest
 from ..users import User
 from . import policy_context as conditions
-from .auth import Authenticator, SignedRequest
+from .auth import Authenticator, AuthResult, SignedRequest, anonymous
 from .authorize import (
     BUCKET_OWNER_ENFORCED,
     OWNERSHIP,
     PER_KEY,
     READS,
     Access,
+    Allowed,
     as_listing,
     authorize,
     decide,
@@ -97,6 +98,17 @@ def _acl_required(access: Access) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Decided:
+    """What authorisation found and decided, for the operation's Context."""
+
+    bucket: Bucket | None = None
+    latest: Latest = None
+    owner: str | None = None  # who owns an object the request writes (None: the bucket's)
+    acl: str | None = None  # the ACL it asked for
+    allowed: Allowed | None = None  # the verdict for one more key or action
+
+
 class Dispatcher:
     def __init__(self, store: Store, settings: Settings, users: Mapping[str, User]) -> None:
         self.store = store
@@ -114,20 +126,7 @@ class Dispatcher:
         if target.operation == "OptionsPreflight":
             # A browser's preflight carries no credentials: its rules decide (as on AWS).
             return await cors_ops.preflight(self.store, request, target)
-        # A form upload's credentials are its fields: PostObject checks them, and authorises.
-        form_post = target.operation == "PostObject"
-        if form_post:
-            auth = post.FORM_AUTH
-        else:
-            auth = self.auth.authenticate(
-                SignedRequest(
-                    request.method,
-                    raw_path,
-                    query_string,
-                    request.headers,
-                    bucket_from_host(request.headers.get("host", ""), domain),
-                )
-            )
+        auth = self._authenticate(request, target, raw_path, query_string)
         request[USER] = auth.user.display_name
         if not is_anonymous(auth.user):
             request[REQUESTER] = auth.user.canonical_id
@@ -136,50 +135,7 @@ class Dispatcher:
             raise S3Error(
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
-        bucket, latest = None, None
-        owner, acl = None, None
-        allowed = None
-        if target.bucket is None or target.operation == "CreateBucket":
-            # Anonymous callers can neither list buckets nor own one.
-            if is_anonymous(auth.user):
-                raise S3Error("AccessDenied")
-        else:
-            bucket, latest = await self._bucket(target)
-            request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
-            expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
-            if not form_post:  # PostObject authorises the form's signer itself
-                obj = None
-                if target.key is not None and needs_object(target.operation, bucket):
-                    if latest is not None:  # read with the bucket
-                        obj = latest[0].attrs
-                    else:
-                        obj = await object_attrs(
-                            self.store, bucket.name, target.key, target.version_id
-                        )
-                access = Access(
-                    auth.user,
-                    target.operation,
-                    bucket,
-                    target.key,
-                    target.version_id,
-                    obj,
-                    conditions.lookup(request, auth, obj),
-                )
-                # What else the operation may need decided on the same values: each key of
-                # a DeleteObjects, a GOVERNANCE bypass (retention.bypass_governance).
-                allowed = functools.partial(_allowed, access)
-                if target.operation not in PER_KEY:
-                    try:
-                        authorize(access)
-                    except S3Error as exc:
-                        await self._missing_instead(exc, access)
-                        raise
-                    if LOGGING in bucket.settings and _acl_required(access):
-                        request[ACL_REQUIRED] = True
-                if target.operation in _OBJECT_ACL_WRITES:
-                    owner, acl = acl_ops.object_acl_for_write(
-                        request.headers, auth.user, bucket, self.users_by_id.__contains__
-                    )
+        decided = await self._authorise(request, target, auth)
         payload = Payload(
             request,
             auth,
@@ -196,11 +152,12 @@ class Dispatcher:
             settings=self.settings,
             payload=payload,
             users_by_id=self.users_by_id,
-            bucket_record=bucket,
-            object_owner=owner,
-            object_acl=acl,
-            allowed=allowed,
-            latest=latest,
+            authenticator=self.auth,
+            bucket_record=decided.bucket,
+            object_owner=decided.owner,
+            object_acl=decided.acl,
+            allowed=decided.allowed,
+            latest=decided.latest,
         )
         upload = request.body_exists
         if upload and self.receiving >= self.settings.max_uploads:
@@ -213,6 +170,72 @@ class Dispatcher:
         finally:
             self.receiving -= upload
             request[RECEIVED] = payload.received
+
+    def _authenticate(
+        self, request: web.Request, target: Endpoint, raw_path: str, query_string: str
+    ) -> AuthResult:
+        """Who sent the request, by the one way it proves it (auth.Authenticator picks it
+        from the request). A form upload's proof is in its body: until PostObject has read
+        the fields (and asked `Authenticator.post_form`), its sender is nobody."""
+        if target.operation == "PostObject":
+            return anonymous({})
+        signed = SignedRequest(
+            request.method,
+            raw_path,
+            query_string,
+            request.headers,
+            bucket_from_host(request.headers.get("host", ""), self.settings.domain),
+        )
+        return self.auth.authenticate(signed)
+
+    async def _authorise(
+        self, request: web.Request, target: Endpoint, auth: AuthResult
+    ) -> _Decided:
+        """The bucket the request names, and whether its caller may run the operation there:
+        `authorize` decides once, on the values the operation will use (the object's attrs
+        where they matter, the request's condition values). PostObject decides itself, once
+        its form says who sent it."""
+        if target.bucket is None or target.operation == "CreateBucket":
+            # Anonymous callers can neither list buckets nor own one.
+            if is_anonymous(auth.user):
+                raise S3Error("AccessDenied")
+            return _Decided()
+        bucket, latest = await self._bucket(target)
+        request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
+        expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
+        if target.operation == "PostObject":
+            return _Decided(bucket, latest)
+        obj = None
+        if target.key is not None and needs_object(target.operation, bucket):
+            if latest is not None:  # read with the bucket
+                obj = latest[0].attrs
+            else:
+                obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
+        access = Access(
+            auth.user,
+            target.operation,
+            bucket,
+            target.key,
+            target.version_id,
+            obj,
+            conditions.lookup(request, auth, obj),
+        )
+        if target.operation not in PER_KEY:
+            try:
+                authorize(access)
+            except S3Error as exc:
+                await self._missing_instead(exc, access)
+                raise
+            if LOGGING in bucket.settings and _acl_required(access):
+                request[ACL_REQUIRED] = True
+        owner, acl = None, None
+        if target.operation in _OBJECT_ACL_WRITES:
+            owner, acl = acl_ops.object_acl_for_write(
+                request.headers, auth.user, bucket, self.users_by_id.__contains__
+            )
+        # What else the operation may need decided on the same values: each key of a
+        # DeleteObjects, a GOVERNANCE bypass (retention.bypass_governance).
+        return _Decided(bucket, latest, owner, acl, functools.partial(_allowed, access))
 
     async def _bucket(self, target: Endpoint) -> tuple[Bucket, Latest]:
         """The bucket a request names; for a read of a key's latest version, that version too,

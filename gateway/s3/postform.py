@@ -186,3 +186,29 @@ def _part_headers(raw: bytes) -> tuple[str, str | None, str | None]:
     if not field_name:
         raise malformed()
     return field_name, params.get("filename"), content_type
+
+
+# How AWS names a missing field in its message (LS s3.snap: "X-Amz-Signature", "Signature").
+_SHOWN = {
+    "x-amz-algorithm": "X-Amz-Algorithm",
+    "x-amz-credential": "X-Amz-Credential",
+    "x-amz-date": "X-Amz-Date",
+    "x-amz-signature": "X-Amz-Signature",
+    "awsaccesskeyid": "AWSAccessKeyId",
+    "signature": "Signature",
+    "policy": "Policy",
+    "key": "key",
+}
+
+
+def missing(name: str) -> S3Error:
+    """The form lacks field `name` (lower-case)."""
+    shown = _SHOWN[name]
+    # Two spaces before "If": AWS's text.
+    return S3Error(
+        "InvalidArgument",
+        f"Bucket POST must contain a field named '{shown}'.  If it is specified, please check "
+        "the order of the fields.",
+        ArgumentName=shown,
+        ArgumentValue="",
+    )

@@ -387,3 +387,38 @@ def test_forms_are_encrypted_as_puts_are(s3, s3v4, bucket):
     assert post(signed["url"], form_of(signed, b"body")).status == 204
     got = s3.get_object(Bucket=bucket, Key="default")
     assert got["ServerSideEncryption"] == "AES256" and got["Body"].read() == b"body"
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"Bool": {"aws:SecureTransport": "false"}},
+        {"NotIpAddress": {"aws:SourceIp": "10.0.0.0/8"}},
+        {"StringEquals": {"s3:x-amz-acl": "private"}},
+        {"StringEquals": {"s3:signatureversion": "AWS4-HMAC-SHA256"}},
+    ],
+)
+def test_a_policys_conditions_judge_a_form_as_the_put_it_is(s3, s3v4, bucket, condition):
+    """A bucket policy's Deny refuses a form upload on the same condition values a PutObject
+    from the same client would carry (address, transport, the form's fields as headers, how
+    it was signed): nothing stored. Without the Deny the same form stores the object."""
+    deny = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:PutObject",
+        "Resource": f"arn:aws:s3:::{bucket}/*",
+        "Condition": condition,
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Statement": [deny]}))
+    try:
+        signed = presigned(
+            s3v4, bucket, "denied", fields={"acl": "private"}, conditions=[{"acl": "private"}]
+        )
+        reply = post(signed["url"], form_of(signed, b"x"))
+        assert (reply.status, reply.code) == (403, "AccessDenied"), reply.body
+        assert s3.list_objects_v2(Bucket=bucket, Prefix="denied")["KeyCount"] == 0
+    finally:
+        s3.delete_bucket_policy(Bucket=bucket)
+    reply = post(signed["url"], form_of(signed, b"x"))
+    assert reply.status == 204, reply.body
+    assert s3.get_object(Bucket=bucket, Key="denied")["Body"].read() == b"x"

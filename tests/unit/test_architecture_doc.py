@@ -13,13 +13,16 @@ DOC = ROOT / "docs" / "architecture.md"
 def _named() -> set[str]:
     """The paths the layers' table names: a line's first column holds comma-separated paths,
     an unindented one from the repository's root (the first sets the folder of the others),
-    an indented one relative to the last unindented folder."""
+    an indented one (by two spaces) relative to the last unindented folder; a line indented
+    further continues the description above it."""
     text = DOC.read_text()
     table = re.search(r"## Layers\s+```\n(.*?)```", text, re.DOTALL)
     assert table is not None, "no table under ## Layers"
     named: set[str] = set()
     folder = ""
     for line in table.group(1).splitlines():
+        if line.startswith("   "):  # a description's second line
+            continue
         column = re.split(r"\s{2,}", line.strip())[0] if line.strip() else ""
         if not column or not re.match(r"[\w<>]", column):
             continue

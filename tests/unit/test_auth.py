@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from gateway.s3 import auth
+from gateway.s3 import auth, sigv4
 from gateway.s3.auth import Authenticator, AuthResult, SignedRequest
 from gateway.s3.errors import S3Error
 from gateway.users import User
@@ -262,7 +262,7 @@ def test_unsigned_payload_verifies() -> None:
     assert authenticator().authenticate(request).payload_hash == "UNSIGNED-PAYLOAD"
 
 
-@pytest.mark.parametrize("mode", sorted(auth.STREAMING_PAYLOADS))
+@pytest.mark.parametrize("mode", sorted(sigv4.STREAMING_PAYLOADS))
 def test_streaming_modes_verify_and_pass_through(mode: str) -> None:
     # Plain SigV4Auth keeps a preset x-amz-content-sha256, as SDKs do for aws-chunked bodies.
     request = sign(
@@ -399,7 +399,7 @@ def test_path_is_canonicalised_with_uri_encode(signed_path: str, sent_path: str)
 @pytest.mark.parametrize("path", ["/bucket/a%2Fb", "/bucket/%e2%82%ac", "/bucket/a%7Eb"])
 def test_path_signed_as_sent_is_accepted(path: str) -> None:
     # The canonical form differs from what botocore signed; only the verbatim retry matches.
-    assert auth._canonical_uri(path) != path
+    assert sigv4.canonical_uri(path) != path
     assert authenticator().authenticate(sign(path=path)).user == ALICE
 
 
@@ -445,10 +445,10 @@ def test_empty_path_is_slash() -> None:
 
 
 def test_signing_key_is_cached() -> None:
-    auth._signing_key.cache_clear()
+    sigv4.signing_key.cache_clear()
     authenticator().authenticate(sign())
     authenticator().authenticate(sign(path="/bucket/other"))
-    info = auth._signing_key.cache_info()
+    info = sigv4.signing_key.cache_info()
     assert (info.misses, info.hits) == (1, 1)
 
 
@@ -465,27 +465,27 @@ _WIRE_TEXT = st.lists(
 def test_canonical_uri_shortcut_equals_uri_encode(raw: str) -> None:
     # A path that is canonical already is returned as it is: that must be exactly what
     # decoding and re-encoding it gives, for every path.
-    assert auth._canonical_uri(raw) == (auth._uri_encode(raw, "/-_.~") or "/")
+    assert sigv4.canonical_uri(raw) == (sigv4.uri_encode(raw, "/-_.~") or "/")
 
 
 @settings(max_examples=300, deadline=None)
 @given(_WIRE_TEXT)
 def test_query_part_shortcut_equals_uri_encode(raw: str) -> None:
-    assert auth._query_part(raw) == auth._uri_encode(raw.replace("+", "%20"), "-_.~")
+    assert sigv4.query_part(raw) == sigv4.uri_encode(raw.replace("+", "%20"), "-_.~")
 
 
 def test_parsed_credentials_are_cached_and_errors_are_not() -> None:
-    auth._parse_credential.cache_clear()
+    sigv4.parse_credential.cache_clear()
     authenticator().authenticate(sign())
     authenticator().authenticate(sign(path="/bucket/other"))
-    info = auth._parse_credential.cache_info()
+    info = sigv4.parse_credential.cache_info()
     assert (info.misses, info.hits) == (1, 1)
     # A malformed credential is refused each time it is sent, and takes no cache entry.
     for _ in range(2):
         with pytest.raises(S3Error) as caught:
-            auth._parse_credential("AKIDALICE/20240524/eu-west-1/s3", auth._HEADER)
+            sigv4.parse_credential("AKIDALICE/20240524/eu-west-1/s3", sigv4.HEADER)
         assert caught.value.code == "AuthorizationHeaderMalformed"
-    assert auth._parse_credential.cache_info().currsize == 1
+    assert sigv4.parse_credential.cache_info().currsize == 1
 
 
 def test_a_wrong_signature_is_refused_after_a_right_one_was_cached() -> None:
@@ -919,7 +919,7 @@ def test_missing_content_sha256() -> None:
 @pytest.mark.parametrize("value", ["abc", "0" * 63, "g" * 64, "UNSIGNED", "STREAMING-FOO", ""])
 def test_invalid_content_sha256(value: str) -> None:
     error = rejects(with_header(sign(), "x-amz-content-sha256", value), "InvalidArgument")
-    assert error.message == auth._CONTENT_SHA256_MESSAGE
+    assert error.message == sigv4.CONTENT_SHA256_MESSAGE
     assert error.fields["ArgumentName"] == "x-amz-content-sha256"
 
 

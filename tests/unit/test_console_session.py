@@ -8,8 +8,9 @@ import stat
 import pytest
 
 from gateway.console.session import SESSION_SECONDS, Sessions, folder_secret
-from gateway.s3.auth import Authenticator, SignedRequest, presigned_url
+from gateway.s3.auth import Authenticator, SignedRequest
 from gateway.s3.errors import S3Error
+from gateway.s3.sigv4 import presigned_url
 from gateway.users import User
 
 ALICE = User("AKIAALICE", "alice-secret-alice-secret", "alice", "a" * 64)

@@ -1,19 +1,15 @@
 """PostObject: a browser's form upload (`POST /bucket`, multipart/form-data).
 
-Its credentials are form fields, not headers: SigV4 (`x-amz-algorithm`, `x-amz-credential`,
-`x-amz-date`, `x-amz-signature`: the hex HMAC-SHA256 of the base64 policy under the day's
-signing key) or SigV2 (`AWSAccessKeyId`, `signature`: the base64 HMAC-SHA1 of the policy), or
-none at all (anonymous). So the dispatcher lets this operation past header authentication and
-its authorisation: both happen here, once the fields before the file have been read, and
-before a byte of the file is stored. The file then streams into the store by the same path as
+Its credentials are form fields, not headers (auth.Authenticator.post_form says who signed
+them). So the dispatcher lets this operation past header authentication and its
+authorisation: both happen here, once the fields before the file have been read, and before a
+byte of the file is stored. The file then streams into the store by the same path as
 PutObject's body (same ETag, checksums and durability).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from urllib.parse import quote, urlencode, urlsplit
@@ -23,124 +19,19 @@ from multidict import CIMultiDict
 
 from ... import digest
 from ...store.model import NULL_VERSION, StagedBlob
-from ...users import User
-from .. import checksums, postform, postpolicy, retention, sigv2, sse, tagging, writes, xml
-from ..auth import ALGORITHM, SERVICE, TERMINATOR, UNSIGNED_PAYLOAD, AuthResult, _signing_key
-from ..authorize import Access, authorize
+from .. import checksums, policy_context, postform, postpolicy, retention, sse, tagging, writes, xml
+from ..authorize import Access, authorize, is_anonymous
 from ..context import Context
 from ..errors import S3Error
-from ..middleware import USER
+from ..middleware import REQUESTER, USER
 from ..params import attrs_from_headers, check_key
 from .acl import object_acl_for_write
-
-# Who sent a form until its fields say: nobody (the dispatcher's placeholder caller).
-ANONYMOUS = User(access_key="", secret_key="", display_name="anonymous", canonical_id="")
-FORM_AUTH = AuthResult(
-    user=ANONYMOUS,
-    payload_hash=UNSIGNED_PAYLOAD,  # the form's signature covers its policy, not the body
-    signature="",
-    signing_key=b"",
-    amz_date="",
-    scope="",
-)
-_SIGV4_FIELDS = ("x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature")
-_SIGV2_FIELDS = ("awsaccesskeyid", "signature")
-# How AWS names a missing field in its message (LS s3.snap: "X-Amz-Signature", "Signature").
-_SHOWN = {
-    "x-amz-algorithm": "X-Amz-Algorithm",
-    "x-amz-credential": "X-Amz-Credential",
-    "x-amz-date": "X-Amz-Date",
-    "x-amz-signature": "X-Amz-Signature",
-    "awsaccesskeyid": "AWSAccessKeyId",
-    "signature": "Signature",
-    "policy": "Policy",
-    "key": "key",
-}
-
-
-def _missing(name: str) -> S3Error:
-    shown = _SHOWN[name]
-    # Two spaces before "If": AWS's text.
-    return S3Error(
-        "InvalidArgument",
-        f"Bucket POST must contain a field named '{shown}'.  If it is specified, please check "
-        "the order of the fields.",
-        ArgumentName=shown,
-        ArgumentValue="",
-    )
-
-
-def _signer(ctx: Context, fields: Mapping[str, str]) -> User | None:
-    """The user whose signature the form carries (None: an anonymous form); the signature
-    and the credential's scope verified."""
-    v4 = [name for name in _SIGV4_FIELDS if name in fields]
-    v2 = [name for name in _SIGV2_FIELDS if name in fields]
-    if not v4 and not v2:
-        if "policy" in fields:
-            raise S3Error("AccessDenied")  # a policy nobody signed
-        return None
-    wanted = _SIGV4_FIELDS if v4 else _SIGV2_FIELDS
-    for name in (*wanted, "policy"):
-        if name not in fields:
-            raise _missing(name)
-    users = {u.access_key: u for u in ctx.users_by_id.values()}
-    policy = fields["policy"].encode()
-    if not v4:
-        user = _user(users, fields["awsaccesskeyid"])
-        expected = sigv2.signature(user.secret_key, fields["policy"])
-        provided = fields["signature"]
-    else:
-        if fields["x-amz-algorithm"] != ALGORITHM:
-            raise S3Error(
-                "InvalidArgument",
-                f"Only {ALGORITHM} is supported",
-                ArgumentName="X-Amz-Algorithm",
-                ArgumentValue=fields["x-amz-algorithm"],
-            )
-        credential = fields["x-amz-credential"]
-        parts = credential.split("/")
-        if len(parts) != 5 or parts[3] != SERVICE or parts[4] != TERMINATOR:
-            raise S3Error(
-                "InvalidArgument",
-                "The credential is malformed: AKID/yyyymmdd/region/s3/aws4_request",
-                ArgumentName="X-Amz-Credential",
-                ArgumentValue=credential,
-            )
-        access_key, date, region = parts[:3]
-        user = _user(users, access_key)
-        if region != ctx.settings.region:
-            raise S3Error(
-                "InvalidArgument",
-                f"the region '{region}' is wrong; expecting '{ctx.settings.region}'",
-                ArgumentName="X-Amz-Credential",
-                ArgumentValue=credential,
-            )
-        if fields["x-amz-date"][:8] != date:
-            raise S3Error(
-                "InvalidArgument",
-                "Invalid credential date. Date is not the same as X-Amz-Date.",
-                ArgumentName="X-Amz-Date",
-                ArgumentValue=fields["x-amz-date"],
-            )
-        key = _signing_key(user.secret_key, date, region, SERVICE)
-        expected = hmac.new(key, policy, hashlib.sha256).hexdigest()
-        provided = fields["x-amz-signature"]
-    if not hmac.compare_digest(expected.encode(), provided.encode("utf-8", "replace")):
-        raise S3Error("SignatureDoesNotMatch", AWSAccessKeyId=user.access_key)
-    return user
-
-
-def _user(users: Mapping[str, User], access_key: str) -> User:
-    user = users.get(access_key)
-    if user is None:
-        raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=access_key)
-    return user
 
 
 def _key(fields: Mapping[str, str], filename: str | None) -> str:
     key = fields.get("key")
     if not key:
-        raise _missing("key")
+        raise postform.missing("key")
     if filename is not None:
         # The name without the browser's path (some send C:\\dir\\name).
         key = key.replace("${filename}", filename.replace("\\", "/").rsplit("/", 1)[-1])
@@ -176,21 +67,34 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     reader = postform.FormReader(aiter(ctx.payload.chunks()), boundary)
     form = await reader.read_fields()
     fields = form.fields
-    user = _signer(ctx, fields)
+    signed = ctx.authenticator.post_form(fields)
     key = _key(fields, form.filename)
     policy = None
-    if user is not None:
+    if not is_anonymous(signed.user):
         policy = postpolicy.decode(fields["policy"])
         checked = {**fields, "key": key}
         postpolicy.check(policy, checked, ctx.bucket, dt.datetime.now(dt.UTC))
-        ctx.user = user
-        ctx.request[USER] = user.display_name
+        ctx.user = signed.user
+        ctx.request[USER] = signed.user.display_name
+        ctx.request[REQUESTER] = signed.user.canonical_id
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
-    # The form's signer, or the anonymous caller, as any PutObject is decided.
-    authorize(Access(ctx.user, "PostObject", bucket, key))
-
     headers = _headers(fields)
+    # The form's signer, or the anonymous caller, as any PutObject is decided: with the
+    # request's condition values (address, TLS, time) and the form's fields as its headers.
+    anonymous = is_anonymous(signed.user)
+    caller = policy_context.Caller(
+        signed.user,
+        ctx.request.remote,
+        ctx.request.secure,
+        headers,
+        ctx.request.query,
+        signature_version=None if anonymous else "AWS4-HMAC-SHA256" if signed.scope else "AWS",
+        auth_type=None if anonymous else "POST",
+    )
+    values = policy_context.values(caller, None)
+    authorize(Access(ctx.user, "PostObject", bucket, key, conditions=values))
+
     owner, acl = object_acl_for_write(headers, ctx.user, bucket, ctx.users_by_id.__contains__)
     attrs = replace(attrs_from_headers(headers), owner=owner, acl=acl)
     if "tagging" in fields:  # a <Tagging> document here, not the header's query form
