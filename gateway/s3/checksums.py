@@ -219,6 +219,23 @@ def algorithm(name: str) -> Algorithm | None:
     return ALGORITHMS.get(name.strip().upper())
 
 
+def requested(headers: Mapping[str, str]) -> Algorithm | None:
+    """The algorithm x-amz-checksum-algorithm asks S3 to compute (CreateMultipartUpload,
+    CopyObject, a POST form's field), None if not sent; InvalidRequest if S3 knows no such
+    algorithm (AWS's message, as LocalStack and versitygw reproduce it)."""
+    name = headers.get("x-amz-checksum-algorithm")
+    if name is None:
+        return None
+    found = algorithm(name)
+    if found is None:
+        raise S3Error(
+            "InvalidRequest",
+            "Checksum algorithm provided is unsupported. Please try again with any of the valid "
+            "types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]",
+        )
+    return found
+
+
 def by_header(name: str) -> Algorithm | None:
     """The algorithm a header or trailer name carries ("x-amz-checksum-crc32"), or None."""
     return _BY_HEADER.get(name.strip().lower())

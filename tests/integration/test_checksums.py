@@ -461,3 +461,42 @@ def test_a_part_sent_with_another_checksum_still_counts_in_the_default(plain_s3,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
     )
     assert (done["ChecksumCRC64NVME"], done["ChecksumType"]) == (crc64nvme(data), "FULL_OBJECT")
+
+
+def test_upload_file_with_boto3s_defaults(s3, bucket, tmp_path):
+    # boto3 (s3transfer) sends a large file in 8 MiB parts and, with its default checksum
+    # setting, creates the upload with ChecksumAlgorithm=CRC32 and no ChecksumType: AWS makes
+    # that COMPOSITE (LocalStack's AWS recordings of test_multipart_checksum_type_default_for_
+    # checksum[CRC32], Feb 2026), so the object's checksum is the CRC32 of the parts' CRC32s,
+    # "-5"; GetObjectAttributes lists the parts, and gives the object's value without "-5".
+    part = 8 * 1024 * 1024
+    data = os.urandom(5 * part)
+    path = tmp_path / "forty"
+    path.write_bytes(data)
+    s3.upload_file(str(path), bucket, "forty")
+    pieces = [data[i : i + part] for i in range(0, len(data), part)]
+    sums = [crc32(p) for p in pieces]
+    whole = base64.b64encode(
+        zlib.crc32(b"".join(base64.b64decode(s) for s in sums)).to_bytes(4, "big")
+    ).decode()
+    head = s3.head_object(Bucket=bucket, Key="forty", ChecksumMode="ENABLED")
+    assert (head["ChecksumCRC32"], head["ChecksumType"]) == (f"{whole}-5", "COMPOSITE")
+    assert head["ETag"].endswith('-5"')
+    attrs = s3.get_object_attributes(
+        Bucket=bucket, Key="forty", ObjectAttributes=["Checksum", "ObjectParts", "ObjectSize"]
+    )
+    assert attrs["Checksum"] == {"ChecksumCRC32": whole, "ChecksumType": "COMPOSITE"}
+    listed = attrs["ObjectParts"]
+    assert (listed["TotalPartsCount"], listed["IsTruncated"], listed["MaxParts"]) == (
+        5,
+        False,
+        1000,
+    )
+    assert [(p["PartNumber"], p["Size"], p["ChecksumCRC32"]) for p in listed["Parts"]] == [
+        (n, part, s) for n, s in enumerate(sums, 1)
+    ]
+    got = s3.get_object(Bucket=bucket, Key="forty", PartNumber=2, ChecksumMode="ENABLED")
+    assert (got["ChecksumCRC32"], got["ChecksumType"]) == (sums[1], "COMPOSITE")
+    back = tmp_path / "back"
+    s3.download_file(bucket, "forty", str(back))  # botocore skips a composite value
+    assert back.read_bytes() == data

@@ -109,6 +109,16 @@ def test_header_names_and_lookup() -> None:
     assert checksums.by_header("x-amz-checksum-mode") is None
 
 
+def test_requested_algorithm() -> None:
+    # x-amz-checksum-algorithm: CreateMultipartUpload, CopyObject and a POST form's field.
+    assert checksums.requested({}) is None
+    assert checksums.requested({"x-amz-checksum-algorithm": "sha1"}) is SHA1
+    with pytest.raises(S3Error) as exc:
+        checksums.requested({"x-amz-checksum-algorithm": "MD5"})
+    assert exc.value.code == "InvalidRequest"
+    assert exc.value.message.startswith("Checksum algorithm provided is unsupported.")
+
+
 @pytest.mark.parametrize(
     ("alg", "value", "valid"),
     [

@@ -101,17 +101,7 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
 
 def _requested_checksum(ctx: Context) -> checksums.Algorithm | None:
     """CopyObject's x-amz-checksum-algorithm: the checksum the copy is to have."""
-    name = ctx.headers.get("x-amz-checksum-algorithm")
-    if name is None:
-        return None
-    found = checksums.algorithm(name)
-    if found is None:
-        raise S3Error(
-            "InvalidRequest",
-            "Checksum algorithm provided is unsupported. Please try again with any of the valid "
-            "types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]",
-        )
-    return found
+    return checksums.requested(ctx.headers)
 
 
 def _composite_algorithm(source: ObjectInfo) -> checksums.Algorithm | None:

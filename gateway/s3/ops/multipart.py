@@ -27,9 +27,9 @@ def _xml(root: str, nodes: list[xml.Node]) -> web.Response:
 def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
     """x-amz-checksum-algorithm / -type of CreateMultipartUpload: how the object's checksum
     will be made from the parts' (kept with the upload until Complete)."""
-    name = headers.get("x-amz-checksum-algorithm")
     kind = headers.get("x-amz-checksum-type")
-    if name is None:
+    algorithm = checksums.requested(headers)
+    if algorithm is None:
         if kind is not None:
             raise S3Error(
                 "InvalidRequest",
@@ -37,13 +37,6 @@ def _upload_checksum(headers: Mapping[str, str]) -> dict[str, str]:
                 "x-amz-checksum-algorithm header.",
             )
         return {}
-    algorithm = checksums.algorithm(name)
-    if algorithm is None:
-        raise S3Error(
-            "InvalidRequest",
-            "Checksum algorithm provided is unsupported. Please try again with any of the valid "
-            "types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]",
-        )
     return {"algorithm": algorithm.name, "type": checksums.multipart_type(algorithm, kind)}
 
 

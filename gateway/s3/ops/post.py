@@ -102,9 +102,19 @@ async def post_object(ctx: Context) -> web.StreamResponse:
             attrs, tags=tagging.from_xml(fields["tagging"].encode(), tagging.MAX_OBJECT_TAGS)
         )
     checksum = checksums.parse_request(headers)
+    named = checksums.requested(headers)
+    if named is not None and checksum is not None and checksum.algorithm is not named:
+        # The form's x-amz-checksum-algorithm names another algorithm than its value's: refused
+        # as PutObject refuses x-amz-sdk-checksum-algorithm naming another one.
+        raise S3Error("InvalidRequest", "Value for x-amz-checksum-algorithm header is invalid.")
     lock = retention.lock_from_headers(headers, bucket)
-    # A form without a checksum field gets AWS's default one, in the MD5's pass.
-    computed = checksum.new() if checksum is not None else writes.default_checksum()
+    # A form without a checksum value gets the checksum its x-amz-checksum-algorithm field names
+    # (computed by S3, as CopyObject's x-amz-checksum-algorithm asks), else AWS's default one;
+    # either in the MD5's pass.
+    if checksum is not None:
+        computed = checksum.new()
+    else:
+        computed = named.new() if named is not None else writes.default_checksum()
     low, high = policy.length_range if policy and policy.length_range else (0, None)
     maximum = (
         ctx.settings.max_object_size if high is None else min(high, ctx.settings.max_object_size)
@@ -126,7 +136,7 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         if checksum is not None:
             stored = writes.whole_object_checksum(checksum.algorithm, checksum.check(computed, {}))
         else:
-            stored = writes.whole_object_checksum(checksums.DEFAULT, computed.value())
+            stored = writes.whole_object_checksum(computed.algorithm, computed.value())
 
     blob = await writes.stage(
         ctx.store, _sized(reader.file_chunks(), maximum), encryption, [computed], check
