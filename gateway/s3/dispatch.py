@@ -54,7 +54,7 @@ from .ops import (
 from .ops import cors as cors_ops
 from .ops import policy as policy_ops
 from .payload import ALWAYS, MISSING, Payload
-from .router import Endpoint, bucket_from_host, route
+from .router import Endpoint, Op, bucket_from_host, route
 
 Operation = Callable[[Context], Awaitable[web.StreamResponse]]
 
@@ -77,12 +77,12 @@ OPERATIONS: dict[str, Operation] = {
     **bucketlog.OPERATIONS,
 }
 # Reads of one object that take its latest version with the bucket (Dispatcher._bucket).
-_READS_LATEST = frozenset({"GetObject", "HeadObject"})
+_READS_LATEST = frozenset({Op.GetObject, Op.HeadObject})
 # Object writes that may carry x-amz-acl / x-amz-grant-* headers.
-_OBJECT_ACL_WRITES = {"PutObject", "CopyObject", "CreateMultipartUpload"}
+_OBJECT_ACL_WRITES = frozenset({Op.PutObject, Op.CopyObject, Op.CreateMultipartUpload})
 # The bodies that get AWS's default checksum (checksums.DEFAULT) in the MD5's pass: an object
 # sent without a checksum, and every part (Complete combines the parts' into the object's).
-_DEFAULT_CHECKSUM = {"PutObject": MISSING, "UploadPart": ALWAYS}
+_DEFAULT_CHECKSUM = {Op.PutObject: MISSING, Op.UploadPart: ALWAYS}
 
 
 def _allowed(access: Access, operation: str, key: str, version_id: str | None) -> bool:
@@ -123,7 +123,7 @@ class Dispatcher:
         target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
         request[TARGET] = target
-        if target.operation == "OptionsPreflight":
+        if target.operation == Op.OptionsPreflight:
             # A browser's preflight carries no credentials: its rules decide (as on AWS).
             return await cors_ops.preflight(self.store, request, target)
         auth = self._authenticate(request, target, raw_path, query_string)
@@ -139,7 +139,7 @@ class Dispatcher:
         payload = Payload(
             request,
             auth,
-            body_checksum=target.operation != "CompleteMultipartUpload",
+            body_checksum=target.operation != Op.CompleteMultipartUpload,
             default_checksum=_DEFAULT_CHECKSUM.get(target.operation),
             read_timeout=self.settings.body_timeout,
             min_rate=self.settings.min_body_rate,
@@ -177,7 +177,7 @@ class Dispatcher:
         """Who sent the request, by the one way it proves it (auth.Authenticator picks it
         from the request). A form upload's proof is in its body: until PostObject has read
         the fields (and asked `Authenticator.post_form`), its sender is nobody."""
-        if target.operation == "PostObject":
+        if target.operation == Op.PostObject:
             return anonymous({})
         signed = SignedRequest(
             request.method,
@@ -195,7 +195,7 @@ class Dispatcher:
         `authorize` decides once, on the values the operation will use (the object's attrs
         where they matter, the request's condition values). PostObject decides itself, once
         its form says who sent it."""
-        if target.bucket is None or target.operation == "CreateBucket":
+        if target.bucket is None or target.operation == Op.CreateBucket:
             # Anonymous callers can neither list buckets nor own one.
             if is_anonymous(auth.user):
                 raise S3Error("AccessDenied")
@@ -203,7 +203,7 @@ class Dispatcher:
         bucket, latest = await self._bucket(target)
         request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
         expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
-        if target.operation == "PostObject":
+        if target.operation == Op.PostObject:
             return _Decided(bucket, latest)
         obj = None
         if target.key is not None and needs_object(target.operation, bucket):
