@@ -333,6 +333,40 @@ def test_a_secret_of_8_characters_is_enough(tmp_path):
         server.stop()
 
 
+# --- the KMS keys file -----------------------------------------------------------------------
+
+KMS_FILES: dict[str, tuple[str, list[str]]] = {
+    "duplicate-id": (
+        '[[key]]\nid = "testkey-1"\n[[key]]\nid = "testkey-2"\n[[key]]\nid = "testkey-1"\n',
+        ["key 3", "testkey-1", "twice"],
+    ),
+    "unknown-key-field": (
+        '[[key]]\nid = "testkey-1"\nenabeld = false\n',
+        ["key testkey-1", "unknown field 'enabeld'", "arn", "enabled", "id"],
+    ),
+    "unknown-table": ('[[keys]]\nid = "testkey-1"\n', ["unknown 'keys'", "[[key]]"]),
+    "single-table": ('[key]\nid = "testkey-1"\n', ["[[key]] tables"]),
+    "no-id": ('[[key]]\narn = "arn:aws:kms:us-east-1:000000000000:key/x"\n', ["key 1", "id"]),
+    "enabled-word": ('[[key]]\nid = "testkey-1"\nenabled = "no"\n', ["testkey-1", "enabled"]),
+    "not-toml": ("[[key]\nid = testkey-1\n", ["not a TOML file"]),
+}
+
+
+@pytest.mark.parametrize("name", list(KMS_FILES))
+def test_a_kms_keys_file_mistake_is_one_line_naming_the_file(tmp_path, name):
+    text, words = KMS_FILES[name]
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    data = tmp_path / "data"
+    done = gateway(
+        "serve", "--data", str(data), "--address", "127.0.0.1:0", "--kms-keys", str(path)
+    )
+    line = one_line(done)
+    for word in ["--kms-keys", "S3GW_KMS_KEYS", str(path), *words]:
+        assert word in line, line
+    assert not data.exists()  # refused before anything was made
+
+
 # --- modes -----------------------------------------------------------------------------------
 
 
