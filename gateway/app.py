@@ -140,13 +140,16 @@ async def _count_stored(app: web.Application) -> AsyncIterator[None]:
 
 
 def _lifecycle(worker: LifecycleWorker) -> Callable[[web.Application], AsyncIterator[None]]:
-    return _background(worker.run_forever)
+    # Its leases given back once it has stopped (before the store closes: cleanup contexts
+    # run before on_cleanup), so that a restarted gateway's workers take the buckets at once.
+    return _background(worker.run_forever, after=worker.release_leases)
 
 
 def _background(
     work: Callable[[], Awaitable[None]],
+    after: Callable[[], Awaitable[None]] | None = None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """A task that runs while the application serves (cancelled at shutdown)."""
+    """A task that runs while the application serves (cancelled at shutdown, then `after`)."""
 
     async def run(app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(work())
@@ -154,6 +157,8 @@ def _background(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        if after is not None:
+            await after()
 
     return run
 

@@ -9,10 +9,13 @@
 - AbortIncompleteMultipartUpload: an upload that many days old is aborted.
 
 Each bucket is worked on by one process at a time, whatever number of worker processes and
-nodes share the catalog: the one holding the bucket's lease (Store.take_lease). Work goes in
-pages of listings with a pause between them, so requests are never held up for long; a
-deletion happens only if the version is still the one judged (Store.expire). A run that
-stops (a crash, a restart) leaves nothing half done: the next run starts over.
+nodes share the catalog: the one holding the bucket's lease (Store.take_lease). The lease is
+renewed only while its holder works (at each run, and between pages of a long one), and
+given back on a clean stop (`release_leases`), so that a restarted gateway's new processes
+take the buckets at once; a holder that dies leaves its leases to lapse (LEASE_SECONDS).
+Work goes in pages of listings with a pause between them, so requests are never held up for
+long; a deletion happens only if the version is still the one judged (Store.expire). A run
+that stops (a crash, a restart) leaves nothing half done: the next run starts over.
 
 `day_seconds` shortens the day for tests (the conformance suite's lifecycle tests wait a few
 "days" of seconds, as its home server's debug interval makes them).
@@ -36,6 +39,12 @@ from .store.model import ListEntry
 log = logging.getLogger(__name__)
 
 PAGE = 1000
+# Longer than a page of work takes: a holder renews it between pages once a third has gone.
+LEASE_SECONDS = 600.0
+
+
+class _LeaseLost(Exception):
+    """Another holder took the bucket's lease (ours lapsed): its work is theirs now."""
 
 
 class LifecycleWorker:
@@ -47,6 +56,8 @@ class LifecycleWorker:
         # deadline falls at any time within its day; a fifth of a day late missed a fifth).
         self.period = min(3600.0, max(0.25, day_seconds / 20))
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        # The buckets whose lease this worker took, and when (monotonic) it last did.
+        self.leases: dict[str, float] = {}
 
     async def run_forever(self) -> None:
         while True:
@@ -69,12 +80,41 @@ class LifecycleWorker:
             active = [r for r in rules(document) if r.enabled]
             if not active:
                 continue
-            # Held for longer than a run takes; a holder that died frees it when it lapses.
-            if not await self.store.take_lease(bucket.name, "lifecycle", self.holder, 600):
+            if not await self._take(bucket.name):
                 continue
-            for rule in active:
-                done += await self._apply(bucket.name, rule, versioned=bucket.versioning)
+            try:
+                for rule in active:
+                    done += await self._apply(bucket.name, rule, versioned=bucket.versioning)
+            except _LeaseLost:
+                log.warning("lifecycle: the lease of bucket %s lapsed mid-run", bucket.name)
         return done
+
+    async def _take(self, bucket: str) -> bool:
+        """Take (or renew) the bucket's lease; False while another holder has it."""
+        if await self.store.take_lease(bucket, "lifecycle", self.holder, LEASE_SECONDS):
+            self.leases[bucket] = time.monotonic()
+            return True
+        self.leases.pop(bucket, None)
+        return False
+
+    async def _keep(self, bucket: str) -> None:
+        """Between pages: renew the lease once a third of it has gone (a run over a large
+        bucket may outlast it); _LeaseLost if another holder has it now."""
+        await asyncio.sleep(0)
+        taken = self.leases.get(bucket)
+        due = taken is None or time.monotonic() - taken > LEASE_SECONDS / 3
+        if due and not await self._take(bucket):
+            raise _LeaseLost(bucket)
+
+    async def release_leases(self) -> None:
+        """Give back every lease this worker holds (on a clean stop), so that a restarted
+        gateway's workers take the buckets at once rather than when the leases lapse."""
+        held, self.leases = list(self.leases), {}
+        for bucket in held:
+            try:
+                await self.store.release_lease(bucket, "lifecycle", self.holder)
+            except Exception:  # it lapses on its own; the stop goes on
+                log.warning("lifecycle: could not give back the lease of bucket %s", bucket)
 
     async def _apply(self, bucket: str, rule: Rule, versioned: str | None) -> int:
         now = time.time_ns()
@@ -114,7 +154,7 @@ class LifecycleWorker:
             if not page.truncated or not page.entries:
                 return
             after = page.entries[-1].key
-            await asyncio.sleep(0)
+            await self._keep(bucket)
 
     async def _versions(self, bucket: str, rule: Rule, now: int) -> int:
         done = 0
@@ -132,7 +172,7 @@ class LifecycleWorker:
             if not page.truncated or not page.entries:
                 break
             key_marker, vid_marker = page.entries[-1].key, page.entries[-1].version_id
-            await asyncio.sleep(0)
+            await self._keep(bucket)
         if group:
             done += await self._key_versions(bucket, rule, group, now)
         return done
@@ -197,4 +237,4 @@ class LifecycleWorker:
             if not page.truncated or not page.uploads:
                 return done
             key_marker, id_marker = page.uploads[-1].key, page.uploads[-1].id
-            await asyncio.sleep(0)
+            await self._keep(bucket)

@@ -46,6 +46,7 @@ from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
+from .s3.sse import read_kms_keys
 from .store import StoreError
 from .store.blobs import FolderLock
 from .users import main_user, read_users_file
@@ -62,6 +63,8 @@ def serve(settings: Settings) -> None:
     digest.configure(settings.md5_backend)  # DigestError: an ETag this host cannot compute
     if settings.users is not None:
         read_users_file(settings.users)
+    if settings.kms_keys is not None:
+        read_kms_keys(settings.kms_keys, settings.region)
     if settings.access_key or settings.secret_key:
         main_user(settings, create=False)  # both or neither, and usable keys
     _tls_files(settings)

@@ -10,6 +10,7 @@ import re
 import secrets
 import string
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,17 +45,39 @@ def _user(access: str, secret: str, display_name: str = "s3gw", canonical_id: st
 # back out of a SigV4 Credential or a SigV2 Authorization header (AWS's own are [A-Z0-9]).
 _ACCESS_KEY = re.compile(r"[A-Za-z0-9._~+-]+")
 _USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id"}
+# AWS lets no one choose a secret key (it makes 40 characters); MinIO, which does, asks for
+# at least 8, and so do we, of the users file and of S3GW_SECRET_KEY alike.
+MIN_SECRET_KEY = 8
 
 
-def _check_keys(where: str, access: str, secret: str) -> None:
+def _check_keys(where: str, access: str, secret: str, secret_where: str | None = None) -> None:
+    """Usable keys, or a StartError naming `where` (`secret_where` for the secret's own)."""
     if not access:
         raise StartError(f"{where}: the access key is empty")
     if not _ACCESS_KEY.fullmatch(access):
         raise StartError(
             f"{where}: access key {access!r} may hold letters, digits and . _ ~ + - only"
         )
+    where = secret_where or where
     if not secret:
         raise StartError(f"{where}: the secret key of {access} is empty")
+    if len(secret) < MIN_SECRET_KEY:
+        raise StartError(
+            f"{where}: the secret key of {access} must be at least {MIN_SECRET_KEY} characters"
+        )
+
+
+def _one_account_each(where: str, users: Iterable[User]) -> None:
+    """Two users with one canonical id would be one account (each other's buckets, objects
+    and grants), which nobody means: refused."""
+    seen: dict[str, str] = {}
+    for user in users:
+        other = seen.setdefault(user.canonical_id, user.access_key)
+        if other != user.access_key:
+            raise StartError(
+                f"{where}: users {other} and {user.access_key} have one canonical_id "
+                f"{user.canonical_id}; each user is an account of its own"
+            )
 
 
 def read_users_file(path: Path) -> list[User]:
@@ -94,6 +117,7 @@ def read_users_file(path: Path) -> list[User]:
                 str(entry.get("canonical_id", "")),
             )
         )
+    _one_account_each(where, users)
     return users
 
 
@@ -103,7 +127,12 @@ def main_user(settings: Settings, *, create: bool) -> tuple[User, Path | None, b
     generated on first start when `create`. Returns it, the file its keys are kept in (None:
     the environment), and whether they were generated now."""
     if settings.access_key and settings.secret_key:
-        _check_keys(setting_name("access-key"), settings.access_key, settings.secret_key)
+        _check_keys(
+            setting_name("access-key"),
+            settings.access_key,
+            settings.secret_key,
+            setting_name("secret-key"),
+        )
         return _user(settings.access_key, settings.secret_key), None, False
     if settings.access_key or settings.secret_key:
         raise StartError(
@@ -139,4 +168,6 @@ def load_users(settings: Settings) -> tuple[dict[str, User], Path | None]:
     if settings.users is not None:
         for user in read_users_file(settings.users):
             users[user.access_key] = user
+        # The main user beside the file's (unless an entry replaced it).
+        _one_account_each(f"{setting_name('users')} {settings.users}", users.values())
     return users, path

@@ -7,6 +7,7 @@ access log line with that user. docs/console.md shows it."""
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -211,10 +212,26 @@ async def _signin(request: web.Request) -> web.StreamResponse:
     if not console.sessions.check_csrf("pre:" + pre if pre else None, str(posted.get("csrf", ""))):
         return await _signin_form(request, "The form had expired: sign in again.", 403)
     access_key = str(posted.get("access_key", "")).strip()
+    # Past the bound, the secret is not even compared: a guesser learns nothing more.
+    waiting = console.limits.refused(access_key, request.remote)
+    if waiting is not None:
+        request[ACTION] = "SignInThrottled"
+        what, seconds = waiting
+        which = "for this access key" if what == "key" else "from this address"
+        minutes = math.ceil(seconds / 60)
+        message = (
+            f"Too many failed sign-ins {which}: try again in {minutes} minute"
+            f"{'s' if minutes > 1 else ''}."
+        )
+        response = await _signin_form(request, message, 429)
+        response.headers["Retry-After"] = str(seconds)
+        return response
     made = console.sessions.sign_in(access_key, str(posted.get("secret_key", "")))
     if made is None:
+        console.limits.failed(access_key, request.remote)
         request[ACTION] = "SignInRefused"
         return await _signin_form(request, "Those keys are not a user's of this gateway.", 403)
+    console.limits.succeeded(access_key)
     session, token = made
     request[SESSION] = session
     response = redirect("/buckets")

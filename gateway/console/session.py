@@ -11,6 +11,10 @@ A form's CSRF token is an HMAC of the session's nonce: a page of another origin 
 browser send the cookie (SameSite=Strict already stops that in current browsers) but cannot
 read the token. The sign-in form, before any session, is bound the same way to a random
 pre-session cookie.
+
+Failed sign-ins are bounded (SignInLimits): a guesser gets a few tries per access key and per
+address, then waits. Those counts, unlike sessions, are kept in each process's memory: the
+bound holds per worker.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import os
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +35,14 @@ from ..users import User
 
 SESSION_SECONDS = 8 * 3600
 SECRET_FILE = "console.key"
+# Failed sign-ins allowed within FAILURE_WINDOW: a handful per access key (a user mistyping
+# is not locked out for long), more per address (several users behind one NAT).
+FAILURE_WINDOW = 15 * 60
+FAILURES_PER_KEY = 5
+FAILURES_PER_ADDRESS = 20
+# Counters kept at most: past it, those with no failure in the window are dropped, and if
+# none is, the oldest (a flood of new keys or addresses cannot grow the table without end).
+MAX_COUNTERS = 100_000
 
 
 def folder_secret(data: Path) -> bytes:
@@ -131,6 +145,71 @@ class Sessions:
         if not nonce or not token:
             return False
         return hmac.compare_digest(self.csrf(nonce), token)
+
+
+class SignInLimits:
+    """Failed sign-ins counted per access key and per client address over the last
+    FAILURE_WINDOW seconds. Past either bound a sign-in is refused without its secret being
+    checked, even the right one, until the oldest failure counted leaves the window. A
+    successful sign-in clears its key's count, not its address's (a guesser who also holds
+    one user's keys does not get to guess on).
+
+    In this process's memory: each worker counts its own, so the bound a client meets is the
+    number of workers times these."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        window: float = FAILURE_WINDOW,
+        per_key: int = FAILURES_PER_KEY,
+        per_address: int = FAILURES_PER_ADDRESS,
+    ) -> None:
+        self._clock = clock
+        self._window = window
+        self._bounds = {"key": per_key, "address": per_address}
+        # ("key" or "address", its value) -> times of its failures, oldest first.
+        self._failures: dict[tuple[str, str], deque[float]] = {}
+
+    def _recent(self, counter: tuple[str, str], now: float) -> deque[float]:
+        times = self._failures.get(counter, deque())
+        while times and times[0] <= now - self._window:
+            times.popleft()
+        if not times:
+            self._failures.pop(counter, None)
+        return times
+
+    def refused(self, access_key: str, address: str | None) -> tuple[str, int] | None:
+        """Whether a sign-in must wait: what is over its bound ("key" or "address") and the
+        seconds until it no longer is; None if it may go ahead."""
+        now = self._clock()
+        worst: tuple[str, int] | None = None
+        for counter in (("key", access_key), ("address", address or "")):
+            times = self._recent(counter, now)
+            bound = self._bounds[counter[0]]
+            if len(times) >= bound:
+                # Free again once enough of its failures have left the window.
+                wait = math.ceil(times[len(times) - bound] + self._window - now)
+                if worst is None or wait > worst[1]:
+                    worst = (counter[0], max(1, wait))
+        return worst
+
+    def failed(self, access_key: str, address: str | None) -> None:
+        now = self._clock()
+        if len(self._failures) >= MAX_COUNTERS:
+            self._forget(now)
+        for counter in (("key", access_key), ("address", address or "")):
+            times = self._recent(counter, now)
+            times.append(now)
+            self._failures[counter] = times
+
+    def succeeded(self, access_key: str) -> None:
+        self._failures.pop(("key", access_key), None)
+
+    def _forget(self, now: float) -> None:
+        for counter in list(self._failures):
+            self._recent(counter, now)
+        while len(self._failures) >= MAX_COUNTERS:
+            del self._failures[next(iter(self._failures))]
 
 
 def _fingerprint(user: User) -> str:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from .. import metrics
 from ..config import Settings
 from ..store import Store
-from .session import Session, Sessions
+from .session import Session, Sessions, SignInLimits
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Console:
     settings: Settings
     sessions: Sessions
     renderer: metrics.Renderer
+    limits: SignInLimits = field(default_factory=SignInLimits)  # this process's counts
 
 
 CONSOLE = web.AppKey("console", Console)

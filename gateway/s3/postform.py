@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..limits import KiB
-from .errors import S3Error
+from .errors import S3Error, invalid_argument
 
 # "The form data and boundaries (excluding the contents of the file) cannot exceed 20 KB."
 MAX_PRE_DATA = 20 * KiB
 FILE_FIELD = "file"
+# The fields whose URL the success answer sends back as its Location header.
+_REDIRECT_FIELDS = ("success_action_redirect", "redirect")
 # Browsers send a `"` of a name as %22 and no backslash escapes (HTML's multipart/form-data
 # encoding): a quoted value ends at the next quote, and a backslash is a character of it.
 _PARAM = re.compile(r';\s*([^\s=;]+)\s*=\s*("[^"]*"|[^;]*)')
@@ -131,6 +133,7 @@ class FormReader:
             if name.lower() == FILE_FIELD:
                 self.form.filename = filename
                 self.form.file_content_type = content_type
+                _check_redirects(self.form.fields)
                 return self.form
             value = await self._until(self._delimiter)
             try:
@@ -157,6 +160,16 @@ class FormReader:
                 del self._buf[:n]
             if not await self._fill():
                 raise malformed()
+
+
+def _check_redirects(fields: dict[str, str]) -> None:
+    """A redirect URL with a line break cannot go out as a Location header (it would split
+    the answer's headers): refused now, before the file is read and stored, not once the
+    object exists and the answer fails (tests/integration/test_post_object.py)."""
+    for name in _REDIRECT_FIELDS:
+        value = fields.get(name, "")
+        if "\r" in value or "\n" in value:
+            raise invalid_argument(f"{name} must not hold a line break", name, value)
 
 
 def _part_headers(raw: bytes) -> tuple[str, str | None, str | None]:

@@ -488,6 +488,23 @@ class Store:
 
         return await self._write(commit)
 
+    async def release_lease(self, bucket: str, name: str, holder: str) -> bool:
+        """Give back the bucket's lease `name` if `holder` holds it, so that another process
+        may take it at once rather than when it lapses; True if it was given back. Anyone
+        else's lease, or a bucket gone, is left as it is."""
+
+        async def commit(tx: CatalogTx) -> bool:
+            record = await tx.lock_bucket(bucket)
+            setting = f"lease:{name}"
+            held = None if record is None else record.settings.get(setting)
+            if record is None or held is None or held.rpartition(" ")[0] != holder:
+                return False
+            settings = {k: v for k, v in record.settings.items() if k != setting}
+            await tx.update_bucket(replace(record, settings=settings))
+            return True
+
+        return await self._write(commit)
+
     async def set_retention(
         self,
         bucket: str,

@@ -598,6 +598,60 @@ def test_a_customer_key_object_is_not_downloaded(console, alice_s3):
     assert status == 400 and "customer-provided key" in page
 
 
+# --- failed sign-ins --------------------------------------------------------------------------
+
+
+def _attempt(console: Console, keys: tuple[str, str]) -> tuple[int, str, str | None]:
+    """One sign-in, from a browser of its own: the status, the page and its Retry-After."""
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    with opener.open(console.url + "/signin") as answer:
+        token = re.search(r'name="csrf" value="([^"]+)"', answer.read().decode())
+    assert token is not None
+    fields = {"csrf": token.group(1), "access_key": keys[0], "secret_key": keys[1]}
+    data = urllib.parse.urlencode(fields).encode()
+    try:
+        with opener.open(urllib.request.Request(console.url + "/signin", data=data)) as answer:
+            return answer.status, answer.read().decode(), answer.headers.get("Retry-After")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), exc.headers.get("Retry-After")
+
+
+def test_failed_sign_ins_are_bounded_per_access_key_and_per_address(tmp_path):
+    # One worker: the counts are each worker's own (docs/security.md).
+    server = _start(tmp_path, S3GW_WORKERS="1")
+    try:
+        console = Console(server)
+        for _ in range(5):
+            assert _attempt(console, (ALICE[0], "wrong-secret"))[0] == 403
+        # The sixth is refused unchecked, even with the right secret.
+        status, page, retry = _attempt(console, ALICE)
+        assert status == 429, page
+        assert "Too many failed sign-ins for this access key: try again in 15 minutes" in page
+        assert retry is not None and 880 <= int(retry) <= 900
+
+        # Another key from the same address goes on; its success clears its own count (four
+        # failures, a sign-in, four more: not over five).
+        for _ in range(2):
+            for _ in range(4):
+                assert _attempt(console, (BOB[0], "wrong-secret"))[0] == 403
+            status, page, _ = _attempt(console, BOB)
+            assert status == 200 and "Sign out" in page, page
+
+        # But not the address's: 5 + 8 failures so far, 7 more make 20, from any keys.
+        for n in range(7):
+            assert _attempt(console, (f"NOBODY{n}", "wrong-secret"))[0] == 403
+        status, page, retry = _attempt(console, BOB)
+        assert status == 429, page
+        assert "Too many failed sign-ins from this address" in page
+        assert retry is not None and int(retry) > 0
+        log = "".join(server.log)
+        assert re.search(r"ConsoleSignInThrottled POST /signin 429 ", log), log
+    finally:
+        server.stop()
+
+
 # --- start-up mistakes ------------------------------------------------------------------------
 
 

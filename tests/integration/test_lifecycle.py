@@ -250,3 +250,26 @@ def test_rules_run_and_leave_a_clean_folder(fast: GatewayProcess, tmp_path: Path
     inspect(fast.data, fast.catalog).assert_clean()
     fsck = fast.s3gw("fsck", "--deep")
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+def test_a_restart_takes_the_buckets_at_once(tmp_path: Path, catalog: str | None):
+    # A clean stop gives the buckets' leases back: the new processes (other holders) do not
+    # wait the ten minutes of a lease left to lapse before expiring anything.
+    options = ["--lifecycle-day", "1", "--workers", "2"]
+    server = GatewayProcess(tmp_path / "data", None, *options, catalog=catalog).start()
+    try:
+        s3 = server.client()
+        name = new_bucket(s3)
+        rules = [rule(ID="all", Expiration={"Days": 1})]
+        s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
+        s3.put_object(Bucket=name, Key="before", Body=b"b")
+        eventually(lambda: keys(s3, name) == [], seconds=30)  # a worker holds the lease
+    finally:
+        server.stop()
+    server = GatewayProcess(tmp_path / "data", None, *options, catalog=catalog).start()
+    try:
+        s3 = server.client()
+        s3.put_object(Bucket=name, Key="after", Body=b"a")
+        eventually(lambda: keys(s3, name) == [], seconds=30)
+    finally:
+        server.stop()

@@ -163,6 +163,23 @@ def test_success_status_and_redirect(s3, s3v4, bucket):
         assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"abc"
 
 
+@pytest.mark.parametrize("name", ["success_action_redirect", "redirect"])
+@pytest.mark.parametrize("breaker", ["\r", "\n", "\r\n"], ids=["cr", "lf", "crlf"])
+def test_a_redirect_with_a_line_break_is_refused_before_storing(gateway, s3, bucket, name, breaker):
+    # A Location header cannot hold it: the object used to be stored and the connection
+    # dropped with a traceback. The form is refused before its file is read.
+    target = f"http://app.example/done{breaker}Set-Cookie: a=b"
+    conditions = [["starts-with", "$key", ""], ["starts-with", f"${name}", ""]]
+    form = v2_form(bucket, conditions, [("key", "k"), (name, target), ("file", "x")])
+    before = len(gateway.log)
+    reply = post(f"{gateway.url}/{bucket}", form)
+    assert (reply.status, reply.code) == (400, "InvalidArgument"), reply.body
+    assert f"<ArgumentName>{name}</ArgumentName>".encode() in reply.body
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    logged = "".join(gateway.log[before:])
+    assert "Traceback" not in logged, logged
+
+
 def test_fields_set_metadata_and_fields_after_the_file_are_ignored(s3, s3v4, bucket):
     signed = presigned(
         s3v4,

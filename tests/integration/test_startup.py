@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
+from gateway.users import _user
 from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,13 +84,13 @@ def test_a_port_in_use_is_refused_whatever_the_workers(tmp_path, first, second):
 # --- every mistake one line ------------------------------------------------------------------
 
 USERS_FILES = {
-    "single-table": '[user]\naccess_key = "AK1"\nsecret_key = "s1"\n',
-    "empty-access-key": '[[user]]\naccess_key = ""\nsecret_key = "s1"\n',
+    "single-table": '[user]\naccess_key = "AK1"\nsecret_key = "secret-1"\n',
+    "empty-access-key": '[[user]]\naccess_key = ""\nsecret_key = "secret-1"\n',
     "empty-secret": '[[user]]\naccess_key = "AK1"\nsecret_key = ""\n',
-    "slash-in-key": '[[user]]\naccess_key = "AK/1"\nsecret_key = "s1"\n',
+    "slash-in-key": '[[user]]\naccess_key = "AK/1"\nsecret_key = "secret-1"\n',
     "duplicate-key": (
-        '[[user]]\naccess_key = "AK1"\nsecret_key = "s1"\n'
-        '[[user]]\naccess_key = "AK1"\nsecret_key = "s2"\n'
+        '[[user]]\naccess_key = "AK1"\nsecret_key = "secret-1"\n'
+        '[[user]]\naccess_key = "AK1"\nsecret_key = "secret-2"\n'
     ),
     "not-toml": "[[user]\naccess_key = AK1\n",
     "no-secret": '[[user]]\naccess_key = "AK1"\n',
@@ -130,7 +131,12 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
         for name in USERS_FILES
     ],
     ("access-key-alone", [], {"S3GW_ACCESS_KEY": "AK1", "S3GW_SECRET_KEY": ""}, ["--secret-key"]),
-    ("access-key-slash", [], {"S3GW_ACCESS_KEY": "A/K", "S3GW_SECRET_KEY": "s"}, ["--access-key"]),
+    (
+        "access-key-slash",
+        [],
+        {"S3GW_ACCESS_KEY": "A/K", "S3GW_SECRET_KEY": "secret-1"},
+        ["--access-key"],
+    ),
     ("max-uploads-0", ["--max-uploads", "0"], {}, ["--max-uploads", "S3GW_MAX_UPLOADS"]),
     ("header-size-small", ["--max-header-size", "512"], {}, ["--max-header-size"]),
     ("workers-negative", ["--workers", "-1"], {}, ["--workers"]),
@@ -255,16 +261,110 @@ def test_a_users_file_adds_users_and_keeps_the_main_one(tmp_path, keys):
         server.stop()
 
     # A file that names the main user's access key gives it another secret, same buckets.
-    users.write_text(f'[[user]]\naccess_key = "{main_keys[0]}"\nsecret_key = "rotated"\n')
+    users.write_text(f'[[user]]\naccess_key = "{main_keys[0]}"\nsecret_key = "rotated-secret"\n')
     server = GatewayProcess(data, {**env, "S3GW_USERS": str(users)}).start()
     try:
-        rotated = server.client(main_keys[0], "rotated")
+        rotated = server.client(main_keys[0], "rotated-secret")
         assert [b["Name"] for b in rotated.list_buckets()["Buckets"]] == ["made-before-users"]
         with pytest.raises(ClientError) as exc:
             server.client(*main_keys).list_buckets()
         assert exc.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
     finally:
         server.stop()
+
+
+# Two users with one canonical id would be one account: each other's buckets, objects, grants.
+SAME_ID = "5a3e000000000000000000000000000000000000000000000000000000000001"
+MAIN_ID = _user(ACCESS_KEY, SECRET_KEY).canonical_id
+
+
+def _entry(access: str, secret: str = "secret-of-" + "x" * 10, canonical_id: str = "") -> str:
+    extra = f'canonical_id = "{canonical_id}"\n' if canonical_id else ""
+    return f'[[user]]\naccess_key = "{access}"\nsecret_key = "{secret}"\n{extra}'
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "words"),
+    [
+        pytest.param(
+            _entry("AK1", canonical_id=SAME_ID) + _entry("AK2", canonical_id=SAME_ID),
+            {},
+            ["users.toml", "AK1", "AK2", f"one canonical_id {SAME_ID}"],
+            id="two-users-one-id",
+        ),
+        pytest.param(
+            _entry("AK2", canonical_id=MAIN_ID),
+            {"S3GW_ACCESS_KEY": ACCESS_KEY, "S3GW_SECRET_KEY": SECRET_KEY},
+            ["users.toml", ACCESS_KEY, "AK2", f"one canonical_id {MAIN_ID}"],
+            id="a-user-with-the-main-users-id",
+        ),
+        pytest.param(
+            _entry("AK1", secret="seven77"),
+            {},
+            ["--users", "users.toml", "secret key of AK1", "at least 8 characters"],
+            id="users-file-secret-too-short",
+        ),
+        pytest.param(
+            None,
+            {"S3GW_ACCESS_KEY": "AK1", "S3GW_SECRET_KEY": "seven77"},
+            ["--secret-key", "S3GW_SECRET_KEY", "secret key of AK1", "at least 8 characters"],
+            id="main-secret-too-short",
+        ),
+    ],
+)
+def test_users_the_gateway_cannot_keep_apart_or_secrets_too_short(tmp_path, text, env, words):
+    arguments = ["--data", str(tmp_path / "data"), "--address", "127.0.0.1:0"]
+    if text is not None:
+        (tmp_path / "users.toml").write_text(text)
+        arguments += ["--users", str(tmp_path / "users.toml")]
+    line = one_line(gateway("serve", *arguments, env=env))
+    for word in words:
+        assert word in line, line
+    assert "seven77" not in line  # a secret is never shown
+
+
+def test_a_secret_of_8_characters_is_enough(tmp_path):
+    users = tmp_path / "users.toml"
+    users.write_text(_entry("AK8CHARS", secret="eight888"))
+    server = GatewayProcess(tmp_path / "data", {"S3GW_USERS": str(users)}).start()
+    try:
+        assert server.client("AK8CHARS", "eight888").list_buckets()["Buckets"] == []
+    finally:
+        server.stop()
+
+
+# --- the KMS keys file -----------------------------------------------------------------------
+
+KMS_FILES: dict[str, tuple[str, list[str]]] = {
+    "duplicate-id": (
+        '[[key]]\nid = "testkey-1"\n[[key]]\nid = "testkey-2"\n[[key]]\nid = "testkey-1"\n',
+        ["key 3", "testkey-1", "twice"],
+    ),
+    "unknown-key-field": (
+        '[[key]]\nid = "testkey-1"\nenabeld = false\n',
+        ["key testkey-1", "unknown field 'enabeld'", "arn", "enabled", "id"],
+    ),
+    "unknown-table": ('[[keys]]\nid = "testkey-1"\n', ["unknown 'keys'", "[[key]]"]),
+    "single-table": ('[key]\nid = "testkey-1"\n', ["[[key]] tables"]),
+    "no-id": ('[[key]]\narn = "arn:aws:kms:us-east-1:000000000000:key/x"\n', ["key 1", "id"]),
+    "enabled-word": ('[[key]]\nid = "testkey-1"\nenabled = "no"\n', ["testkey-1", "enabled"]),
+    "not-toml": ("[[key]\nid = testkey-1\n", ["not a TOML file"]),
+}
+
+
+@pytest.mark.parametrize("name", list(KMS_FILES))
+def test_a_kms_keys_file_mistake_is_one_line_naming_the_file(tmp_path, name):
+    text, words = KMS_FILES[name]
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    data = tmp_path / "data"
+    done = gateway(
+        "serve", "--data", str(data), "--address", "127.0.0.1:0", "--kms-keys", str(path)
+    )
+    line = one_line(done)
+    for word in ["--kms-keys", "S3GW_KMS_KEYS", str(path), *words]:
+        assert word in line, line
+    assert not data.exists()  # refused before anything was made
 
 
 # --- modes -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from gateway.console.session import SESSION_SECONDS, Sessions, folder_secret
+from gateway.console.session import SESSION_SECONDS, Sessions, SignInLimits, folder_secret
 from gateway.s3.auth import Authenticator, SignedRequest
 from gateway.s3.errors import S3Error
 from gateway.s3.sigv4 import presigned_url
@@ -129,3 +129,31 @@ def test_share_link_names_a_version_and_expires():
     assert changed.value.code == "SignatureDoesNotMatch"
     with pytest.raises(S3Error):
         _verify(url, "other:1", NOW)  # the Host is signed
+
+
+def test_failed_sign_ins_wait_until_the_oldest_leaves_the_window():
+    now = [1000.0]
+    limits = SignInLimits(clock=lambda: now[0], window=900, per_key=5, per_address=20)
+    for _ in range(5):
+        assert limits.refused("AKIAALICE", "192.0.2.1") is None
+        limits.failed("AKIAALICE", "192.0.2.1")
+        now[0] += 10
+    # Failures at 1000..1040: free again when the one of 1000 is 900 s old.
+    assert limits.refused("AKIAALICE", "192.0.2.1") == ("key", 850)
+    assert limits.refused("AKIABOB", "192.0.2.1") is None  # another key
+    now[0] = 1900.5
+    assert limits.refused("AKIAALICE", "192.0.2.1") is None
+    limits.failed("AKIAALICE", "192.0.2.1")
+    assert limits.refused("AKIAALICE", "192.0.2.1") == ("key", 10)
+
+
+def test_a_sign_in_clears_its_keys_count_not_its_addresss():
+    limits = SignInLimits(clock=lambda: NOW, per_key=2, per_address=3)
+    limits.failed("AKIAALICE", "192.0.2.1")
+    limits.failed("AKIAALICE", "192.0.2.1")
+    assert limits.refused("AKIAALICE", "192.0.2.9") == ("key", 900)
+    limits.succeeded("AKIAALICE")
+    assert limits.refused("AKIAALICE", "192.0.2.9") is None
+    limits.failed("AKIABOB", "192.0.2.1")
+    assert limits.refused("AKIAALICE", "192.0.2.1") == ("address", 900)
+    assert limits.refused("AKIAALICE", "192.0.2.2") is None  # another address
