@@ -11,14 +11,14 @@ from aiohttp import web
 
 from . import digest, metrics
 from .config import Settings
-from .lifecycle import LifecycleWorker
-from .logdelivery import LogDelivery
 from .s3 import sse
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, StoreError, open_store
 from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
+from .workers.lifecycle import LifecycleWorker
+from .workers.logdelivery import LogDelivery
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     users, _ = load_users(settings)
     store.keys = sse.load_keyring(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
-    handler = s3_handler(store, settings, users, delivery.observe)
+    handler = s3_handler(store, settings, users, delivery.take)
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store

@@ -3,18 +3,38 @@ the dispatcher (route, authenticate, authorise, body, operation)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
 
 from ..config import Settings
 from ..store import Store
 from ..users import User
+from . import logrecords
 from .dispatch import OPERATIONS, Dispatcher
-from .middleware import Handler, Observer, S3Middleware, on_response_prepare
+from .logrecords import Logged
+from .middleware import Handler, S3Middleware, on_response_prepare
 
 __all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
 
 
 def s3_handler(
-    store: Store, settings: Settings, users: Mapping[str, User], observe: Observer | None = None
+    store: Store,
+    settings: Settings,
+    users: Mapping[str, User],
+    deliver: Callable[[list[Logged]], None] | None = None,
 ) -> Handler:
-    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket, observe)
+    """`deliver`: takes the server access log records each request makes (the log delivery
+    worker's `take`)."""
+
+    def observe(
+        request: web.Request, response: web.StreamResponse, sent: int, seconds: float
+    ) -> None:
+        assert deliver is not None
+        made = logrecords.records(request, response, sent, seconds)
+        if made:
+            deliver(made)
+
+    return S3Middleware(
+        Dispatcher(store, settings, users), store.get_bucket, observe if deliver else None
+    )

@@ -3,7 +3,7 @@ its rules, which objects each applies to, and when they expire
 (userguide/intro-lifecycle-rules.md, API_PutBucketLifecycleConfiguration.html).
 
 A bucket keeps the document as it was put (Store settings, "lifecycle"); `rules` parses it
-once per distinct document. The background worker (gateway/lifecycle.py) applies the rules;
+once per distinct document. The background worker (gateway/workers/lifecycle.py) applies the rules;
 the `x-amz-expiration` header of PUT, GET and HEAD tells when the current version expires.
 """
 

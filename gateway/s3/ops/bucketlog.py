@@ -1,7 +1,7 @@
 """Put/GetBucketLogging, and RGW's PostBucketLogging extension (POST /bucket?logging), which
 delivers the bucket's pending access log records now (ceph's s3-tests flush with it).
 
-The records themselves are taken and delivered by gateway/logdelivery.py.
+The records are made by s3/logrecords.py and delivered by gateway/workers/logdelivery.py.
 """
 
 from __future__ import annotations

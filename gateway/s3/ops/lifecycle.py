@@ -1,5 +1,5 @@
 """Put/Get/DeleteBucketLifecycleConfiguration. The document is checked (s3/lifecycle.py) and
-kept as it was sent; the background worker (gateway/lifecycle.py) applies its rules."""
+kept as it was sent; the background worker (gateway/workers/lifecycle.py) applies its rules."""
 
 from __future__ import annotations
 

@@ -32,9 +32,9 @@ import secrets
 import socket
 import time
 
-from .s3.lifecycle import Rule, after_days, rules
-from .store import Store, StoreError
-from .store.model import ListEntry
+from ..s3.lifecycle import Rule, after_days, rules
+from ..store import Store, StoreError
+from ..store.model import ListEntry
 
 log = logging.getLogger(__name__)
 
