@@ -217,16 +217,25 @@ def _filter(el: Element) -> tuple[str, tuple[tuple[str, str], ...], int | None, 
     if not conditions:
         return "", (), None, None
     (cond,) = conditions
-    parts = list(cond) if cond.tag == "And" else [cond]
+    # Two conditions side by side (Prefix beside Tag, as ceph's s3-tests send them) are
+    # refused above: "When using more than one filter, you must wrap the filters in an <And>
+    # element" (intro-lifecycle-rules.html; AWS answers MalformedXML, LocalStack's recording
+    # test_put_bucket_lifecycle_conf_exc). An And joins predicates: an empty one joins none.
+    parts = [c for c in cond if isinstance(c.tag, str)] if cond.tag == "And" else [cond]
+    if not parts:
+        raise S3Error("MalformedXML")
     prefix, tags, size_gt, size_lt = "", [], None, None
     for part in parts:
         if part.tag == "Prefix":
             prefix = part.text or ""
         elif part.tag == "Tag":
             key, value = xml.child_text(part, "Key"), xml.child_text(part, "Value")
-            if key is None or value is None:
+            if key is None:
                 raise S3Error("MalformedXML")
-            tags.append((key, value))
+            # "If you specify only a Key element and no Value element, the rule will apply
+            # only to objects that match the tag key and that do not have a value specified"
+            # (intro-lifecycle-filters.html): the tag with an empty value.
+            tags.append((key, value or ""))
         elif part.tag == "ObjectSizeGreaterThan":
             size_gt = _int(part.text or "")
         elif part.tag == "ObjectSizeLessThan":

@@ -197,6 +197,55 @@ def test_numeric_date_bool_ip_arn_null() -> None:
     assert not cond(null, {"s3:x-amz-server-side-encryption": ["AES256"]})
 
 
+# Every condition operator with a value it accepts, and a request value it rejects.
+OPERATOR_CASES = [
+    ("StringEquals", "a", "b"),
+    ("StringNotEquals", "a", "a"),
+    ("StringEqualsIgnoreCase", "a", "b"),
+    ("StringNotEqualsIgnoreCase", "a", "A"),
+    ("StringLike", "a*", "b"),
+    ("StringNotLike", "a*", "ab"),
+    ("NumericEquals", "1", "2"),
+    ("NumericNotEquals", "1", "1"),
+    ("NumericLessThan", "1", "2"),
+    ("NumericLessThanEquals", "1", "2"),
+    ("NumericGreaterThan", "1", "0"),
+    ("NumericGreaterThanEquals", "1", "0"),
+    ("DateEquals", "2020-01-01T00:00:00Z", "2021-01-01T00:00:00Z"),
+    ("DateNotEquals", "2020-01-01T00:00:00Z", "2020-01-01T00:00:00Z"),
+    ("DateLessThan", "2020-01-01T00:00:00Z", "2021-01-01T00:00:00Z"),
+    ("DateLessThanEquals", "2020-01-01T00:00:00Z", "2021-01-01T00:00:00Z"),
+    ("DateGreaterThan", "2020-01-01T00:00:00Z", "2019-01-01T00:00:00Z"),
+    ("DateGreaterThanEquals", "2020-01-01T00:00:00Z", "2019-01-01T00:00:00Z"),
+    ("Bool", "true", "false"),
+    ("BinaryEquals", "QUJD", "REVG"),
+    ("IpAddress", "10.0.0.0/8", "192.168.0.1"),
+    ("NotIpAddress", "10.0.0.0/8", "10.1.2.3"),
+    ("ArnEquals", "arn:aws:iam::a:root", "arn:aws:iam::b:root"),
+    ("ArnNotEquals", "arn:aws:iam::a:root", "arn:aws:iam::a:root"),
+    ("ArnLike", "arn:aws:iam::*:root", "arn:aws:s3:::b"),
+    ("ArnNotLike", "arn:aws:iam::*:root", "arn:aws:iam::a:root"),
+]
+
+
+@pytest.mark.parametrize(("operator", "wanted", "rejected"), OPERATOR_CASES)
+@pytest.mark.parametrize("quantifier", ["", "ForAnyValue:", "ForAllValues:"])
+def test_every_operator_with_if_exists_holds_on_an_absent_key(
+    operator: str, wanted: str, rejected: str, quantifier: str
+) -> None:
+    # reference_policies_elements_condition_operators.html: "If the key is not present,
+    # evaluate the condition element as true" (every operator but Null).
+    condition = {f"{quantifier}{operator}IfExists": {"aws:Referer": wanted}}
+    assert cond(condition, None)
+    # Present, the key is judged as without IfExists.
+    assert not cond(condition, {"aws:referer": [rejected]})
+
+
+def test_null_has_no_if_exists() -> None:
+    message = malformed(doc(stmt(Condition={"NullIfExists": {"aws:Referer": "true"}})))
+    assert message == "Invalid Condition type : NullIfExists"
+
+
 def test_set_operators_and_tags() -> None:
     any_of = {"ForAnyValue:StringEquals": {"s3:RequestObjectTagKeys": ["a", "b"]}}
     assert cond(any_of, {"s3:requestobjecttagkeys": ["z", "b"]})
