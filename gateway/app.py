@@ -11,7 +11,7 @@ from aiohttp import web
 
 from . import digest, metrics
 from .config import Settings
-from .s3 import sse
+from .keyring import load_keyring
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
 from .store import Store, StoreError, open_store
@@ -66,8 +66,10 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     line = digest.configure(settings.md5_backend)
     settings.data.mkdir(parents=True, exist_ok=True)
     # Logged once the folder is ours: a start refused for a folder in use is one line.
+    keys = load_keyring(settings)
     store = open_store(
         settings.data,
+        keys=keys,
         inline_max=settings.inline_max,
         shared=worker,
         catalog_url=settings.catalog,
@@ -75,7 +77,6 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
-    store.keys = sse.load_keyring(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
     handler = s3_handler(store, settings, users, delivery.take)
 

@@ -45,8 +45,8 @@ from . import digest, logs, metrics, tls
 from .app import RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
+from .keyring import read_kms_keys
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
-from .s3.sse import read_kms_keys
 from .store import StoreError
 from .store.blobs import FolderLock
 from .users import main_user, read_users_file

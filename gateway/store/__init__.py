@@ -10,6 +10,7 @@ import concurrent.futures
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import crypto
 from .api import Catalog
 from .errors import StoreError
 from .model import (
@@ -77,6 +78,7 @@ def open_store(
     shared: bool = False,
     catalog_url: str | None = None,
     blob_lease: float = 300.0,
+    keys: crypto.Keyring | None = None,
 ) -> Store:
     """The store of a data folder (see Store for `shared` and `blob_lease`), over the catalog
     `catalog_url` names (see open_catalog)."""
@@ -87,6 +89,7 @@ def open_store(
         io_threads=io_threads,
         shared=shared,
         blob_lease=blob_lease,
+        keys=keys,
     )
 
 

@@ -67,8 +67,10 @@ class Store:
         io_threads: int = 16,
         shared: bool = False,
         blob_lease: float = 300.0,
+        keys: crypto.Keyring | None = None,
     ) -> None:
-        """Open a data folder over the catalog `catalog(pool)` makes. `shared`: one of several
+        """Open a data folder over the catalog `catalog(pool)` makes, with the gateway's
+        encryption keys `keys` (None: encryption is unavailable). `shared`: one of several
         worker processes of one gateway, whose parent swept the folder and holds it;
         otherwise this store holds it alone until `start()` has swept it. `blob_lease`:
         seconds a blob being written may go without news before others reclaim it
@@ -84,9 +86,7 @@ class Store:
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
         self.files: BlobStore = BlobFiles(root, self.pool)
         self.catalog = catalog(self.pool)
-        # The gateway's own encryption keys (crypto.Keyring), loaded by whoever serves
-        # encrypted objects (app.py, fsck, `s3gw keys`); None: encryption is unavailable.
-        self.keys: crypto.Keyring | None = None
+        self.keys = keys
         self._read: CatalogReader = self.catalog.reader
         self.intents = Intents(self.catalog, self._read, self.files, blob_lease)
         # Frees of released blobs under way: they finish whatever becomes of their request.
