@@ -5,6 +5,7 @@ bucket, by the flush extension, after the delivery interval, and on a clean stop
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import shlex
 import time
@@ -533,3 +534,58 @@ def test_no_records_for_a_target_that_changed_hands(gateway, s3):
         ("REST.POST.LOGGING", "-"),
         ("REST.PUT.OBJECT", "again"),
     ]
+
+
+def delivery_policy(target: str, source: str, account: str) -> str:
+    """The bucket policy AWS's "Permissions for log delivery" gives a target: the logging
+    service principal may PutObject under the prefix, for this source bucket and account."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "logging.s3.amazonaws.com"},
+                    "Action": "s3:PutObject",
+                    "Resource": f"arn:aws:s3:::{target}/log/*",
+                    "Condition": {
+                        "ArnLike": {"aws:SourceArn": f"arn:aws:s3:::{source}"},
+                        "StringEquals": {"aws:SourceAccount": account},
+                    },
+                }
+            ],
+        }
+    )
+
+
+def test_a_target_granting_the_logging_service_by_policy(gateway, s3):
+    """A target with ACLs disabled grants log delivery by bucket policy, not by the
+    LogDelivery group (enable-server-access-logging.html): it is accepted and receives the
+    logs. The same policy on another account's bucket changes nothing: source and target
+    must be owned by the same account (ServerLogs.html), where ceph's s3-tests expect a
+    policy to let one account log into another's bucket."""
+    s3.create_bucket(Bucket="src-p")
+    s3.create_bucket(Bucket="logs-p")
+    s3.put_bucket_ownership_controls(
+        Bucket="logs-p",
+        OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
+    )
+    s3.put_bucket_policy(Bucket="logs-p", Policy=delivery_policy("logs-p", "src-p", OWNER_ID))
+    enable(s3, "src-p", "logs-p")
+    s3.put_object(Bucket="src-p", Key="k", Body=b"x")
+    records = parse(s3.get_object(Bucket="logs-p", Key=flush(gateway, "src-p"))["Body"].read())
+    assert [(r["operation"], r["key"]) for r in records] == [("REST.PUT.OBJECT", "k")]
+
+    other = gateway.client(*ALT)
+    other.create_bucket(Bucket="theirs-p")
+    other.put_bucket_policy(
+        Bucket="theirs-p", Policy=delivery_policy("theirs-p", "src-p", OWNER_ID)
+    )
+    assert error_of(
+        lambda: s3.put_bucket_logging(
+            Bucket="src-p",
+            BucketLoggingStatus={
+                "LoggingEnabled": {"TargetBucket": "theirs-p", "TargetPrefix": "log/"}
+            },
+        )
+    ) == ("InvalidTargetBucketForLogging", 400)
