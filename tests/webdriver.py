@@ -158,6 +158,22 @@ class Browser:
                 raise AssertionError(f"no {selector} in {self.current_url} after {timeout} s")
             time.sleep(0.1)
 
+    def wait_for_text(self, text: str, selector: str = "main", timeout: float = 30) -> str:
+        """The text of the element `selector` names, once it holds `text` (a form posted to
+        the page it came from changes no URL to wait for)."""
+        deadline = time.monotonic() + timeout
+        script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';"
+        while True:
+            try:
+                shown = str(self.run(script, selector))
+            except WebDriverError:  # the page went while the script ran: try the next one
+                shown = ""
+            if text in shown:
+                return shown
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not in {selector} after {timeout} s: {shown!r}")
+            time.sleep(0.1)
+
     def close(self) -> None:
         try:
             _call("DELETE", f"{self._url}/session/{self._session}")

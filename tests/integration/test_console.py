@@ -155,7 +155,7 @@ def test_console_end_to_end_in_a_browser(console, browser, tmp_path):
     browser.type("input[name=access_key]", ALICE[0])
     browser.type("input[name=secret_key]", "wrong")
     browser.click("form[action='/signin'] button")
-    assert "not a user's of this gateway" in _text(browser)
+    browser.wait_for_text("not a user's of this gateway")
 
     _sign_in(browser, console, ALICE, shot=True)
     cookie = browser.run("return document.cookie;")

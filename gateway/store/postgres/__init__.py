@@ -54,7 +54,8 @@ from psycopg import conninfo
 from .. import errors
 from ..api import CatalogAudit, CatalogReader, CatalogTx
 from .pool import ConnectionPool, PoolClosed, PoolTimeout
-from .queries import Conflict, ConnReader, PooledReader, PostgresAudit, PostgresTx, Row
+from .queries import Conflict, PostgresAudit, PostgresTx
+from .reads import ConnReader, PooledReader, Row
 from .schema import SchemaTooNew, initialise
 
 __all__ = ["PostgresCatalog"]

@@ -12,7 +12,7 @@ import psycopg
 
 from .. import errors
 from ..api import CatalogReader
-from .queries import ConnReader
+from .reads import ConnReader
 from .schema import SchemaTooNew, initialise
 
 # Tables that hold no catalog data: the schema's version (the schema makes it), and the

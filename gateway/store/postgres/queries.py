@@ -33,18 +33,17 @@ No S3 rule is decided here: which write may happen, and in what order, is the St
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from .. import errors
-from ..api import BlobRow, Cursor
+from ..api import BlobRow
 from ..model import (
     NULL_VERSION,
     Bucket,
     Extent,
-    ListEntry,
     ObjectInfo,
     Part,
     StagedBlob,
@@ -56,8 +55,6 @@ from ..rows import (
     PART_COLUMNS,
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
-    VERSION_ENTRY_COLUMNS,
-    bucket_and_object_from_row,
     bucket_from_row,
     bucket_values,
     encode_attrs,
@@ -70,7 +67,6 @@ from ..rows import (
     settings_value,
     upload_from_row,
     upload_values,
-    version_entry,
     version_from_row,
     version_values,
 )
@@ -78,225 +74,13 @@ from ..rows import (
 if TYPE_CHECKING:
     from . import PostgresCatalog
 
-Row = tuple[Any, ...]
+from .reads import ConnReader, version_where
 
 _OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
-
-# get_object_inline: the object's columns, then its first extent's blob (a multipart object's
-# manifest, of up to 10,000 extents, is not parsed for it).
-_OBJECT_AND_BLOB = (
-    f"SELECT {', '.join('o.' + c for c in OBJECT_COLUMNS.split(', '))}, b.id, b.data "
-    "FROM objects o LEFT JOIN blobs b ON b.id = "
-    "CASE WHEN o.parts IS NULL THEN o.manifest::json->0->>0 END "
-    "WHERE o.bucket = %s AND o.key = %s"
-)
-
-# get_bucket_and_object: the bucket's columns, then _OBJECT_AND_BLOB's (all NULL when the key has
-# no object). The object's row is found by its primary key under the bucket's.
-_BUCKET_OBJECT_AND_BLOB = (
-    f"SELECT {', '.join('k.' + c for c in BUCKET_COLUMNS.split(', '))}, "
-    f"{', '.join('o.' + c for c in OBJECT_COLUMNS.split(', '))}, b.id, b.data "
-    "FROM buckets k LEFT JOIN objects o ON o.bucket = k.name AND o.key = %s "
-    "LEFT JOIN blobs b ON b.id = "
-    "CASE WHEN o.parts IS NULL THEN o.manifest::json->0->>0 END "
-    "WHERE k.name = %s"
-)
 
 
 class Conflict(Exception):
     """Another transaction changed what this write depends on: run the write again."""
-
-
-def _after(columns: Sequence[str], cursor: Cursor, inclusive: bool) -> tuple[str, list[Any]]:
-    """`(c1, c2, ...) > (%s, %s, ...)` over as many leading columns as the cursor has."""
-    lead = columns[: len(cursor)]
-    op = ">=" if inclusive else ">"
-    if len(lead) == 1:
-        return f"{lead[0]} {op} %s", list(cursor)
-    return f"({', '.join(lead)}) {op} ({', '.join(['%s'] * len(lead))})", list(cursor)
-
-
-def _version_where(version_id: str) -> tuple[str, tuple[str, ...]]:
-    """A key's row of the versions table by id: a real id is the row's `seq`; the null
-    version is found by its flag (through the partial unique index)."""
-    if version_id == NULL_VERSION:
-        return "is_null", ()
-    return "seq = %s AND NOT is_null", (version_id,)
-
-
-class _Reads:
-    """api.CatalogReader's statements, over whatever runs them (`_all`)."""
-
-    # Inside a write transaction these reads lock what the write depends on (PostgresTx).
-    _BUCKET_LOCK = ""
-    _OBJECT_LOCK = ""
-    _UPLOAD_LOCK = ""
-
-    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-        raise NotImplementedError
-
-    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
-        rows = await self._all(sql, args)
-        return rows[0] if rows else None
-
-    async def get_bucket(self, name: str) -> Bucket | None:
-        row = await self._one(
-            f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE name = %s{self._BUCKET_LOCK}", (name,)
-        )
-        return bucket_from_row(row) if row else None
-
-    async def list_buckets(self, owner: str | None) -> list[Bucket]:
-        if owner is None:
-            rows = await self._all(f"SELECT {BUCKET_COLUMNS} FROM buckets ORDER BY name")
-        else:
-            rows = await self._all(
-                f"SELECT {BUCKET_COLUMNS} FROM buckets WHERE owner = %s ORDER BY name", (owner,)
-            )
-        return [bucket_from_row(row) for row in rows]
-
-    async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
-        sql = f"SELECT {OBJECT_COLUMNS} FROM objects WHERE bucket = %s AND key = %s"
-        row = await self._one(sql + self._OBJECT_LOCK, (bucket, key.encode()))
-        if row is None and self._OBJECT_LOCK:
-            # A locking read that waited for a transaction which deleted the row skips it,
-            # and never sees a row that transaction inserted for the same key (a replaced
-            # object is a new row). The next statement's snapshot has that commit in it.
-            row = await self._one(sql + self._OBJECT_LOCK, (bucket, key.encode()))
-        return object_from_row(bucket, row) if row else None
-
-    async def get_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
-        where, args = _version_where(version_id)
-        row = await self._one(
-            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s AND {where}",
-            (bucket, key.encode(), *args),
-        )
-        return version_from_row(bucket, row) if row else None
-
-    async def newest_version(self, bucket: str, key: str) -> ObjectInfo | None:
-        row = await self._one(
-            f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s "
-            "ORDER BY seq LIMIT 1",
-            (bucket, key.encode()),
-        )
-        return version_from_row(bucket, row) if row else None
-
-    async def get_upload(self, upload_id: str) -> Upload | None:
-        row = await self._one(
-            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE id = %s{self._UPLOAD_LOCK}", (upload_id,)
-        )
-        return upload_from_row(row) if row else None
-
-    async def list_parts(self, upload_id: str, after: int, limit: int) -> list[Part]:
-        rows = await self._all(
-            f"SELECT {PART_COLUMNS} FROM parts WHERE upload_id = %s AND number > %s "
-            "ORDER BY number LIMIT %s",
-            (upload_id, after, None if limit < 0 else limit),  # LIMIT NULL: all of them
-        )
-        return [part_from_row(upload_id, row) for row in rows]
-
-    async def scan_objects(
-        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[Cursor, ListEntry]]:
-        where, args = _after(("key",), cursor, inclusive)
-        bound = " AND key < %s" if end is not None else ""
-        rows = await self._all(
-            "SELECT key, size, etag, mtime_ns, version_id FROM objects "
-            f"WHERE bucket = %s AND {where}{bound} ORDER BY key LIMIT %s",
-            [bucket, *args, *([end] if end is not None else []), limit],
-        )
-        return [
-            ((key,), ListEntry(key.decode(), size, etag, mtime, version or NULL_VERSION))
-            for key, size, etag, mtime, version in rows
-        ]
-
-    async def scan_versions(
-        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[Cursor, ListEntry]]:
-        # bytea and "C" text compare as bytes: the order of SQLite's BLOB and TEXT columns.
-        where, args = _after(("key", "seq"), cursor, inclusive)
-        bound = " AND key < %s" if end is not None else ""
-        rows = await self._all(
-            f"SELECT {VERSION_ENTRY_COLUMNS} FROM versions "
-            f"WHERE bucket = %s AND {where}{bound} ORDER BY key, seq LIMIT %s",
-            [bucket, *args, *([end] if end is not None else []), limit],
-        )
-        return [version_entry(row) for row in rows]
-
-    async def scan_uploads(
-        self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
-    ) -> list[tuple[Cursor, Upload]]:
-        where, args = _after(("key", "initiated_ns", "id"), cursor, inclusive)
-        bound = " AND key < %s" if end is not None else ""
-        rows = await self._all(
-            f"SELECT {UPLOAD_COLUMNS} FROM uploads WHERE bucket = %s AND {where}{bound} "
-            "ORDER BY key, initiated_ns, id LIMIT %s",
-            [bucket, *args, *([end] if end is not None else []), limit],
-        )
-        return [((row[2], row[3], row[0]), upload_from_row(row)) for row in rows]
-
-    async def read_inline(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
-        rows = await self._all(
-            "SELECT id, data FROM blobs WHERE id = ANY(%s) AND data IS NOT NULL",
-            (sorted(set(blob_ids)),),
-        )
-        return {blob: data for blob, data in rows}
-
-    async def get_object_inline(
-        self, bucket: str, key: str
-    ) -> tuple[ObjectInfo, dict[str, bytes | None]] | None:
-        row = await self._one(_OBJECT_AND_BLOB, (bucket, key.encode()))
-        if row is None:
-            return None
-        blob, data = row[-2:]
-        return object_from_row(bucket, row[:-2]), {} if blob is None else {blob: data}
-
-    async def get_bucket_and_object(
-        self, bucket: str, key: str
-    ) -> tuple[Bucket, tuple[ObjectInfo, dict[str, bytes | None]] | None] | None:
-        row = await self._one(_BUCKET_OBJECT_AND_BLOB, (key.encode(), bucket))
-        return None if row is None else bucket_and_object_from_row(bucket, row)
-
-    async def known_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
-        # One statement, one snapshot: a commit that turned an intent into a blob between
-        # two reads would otherwise be seen in neither.
-        rows = await self._all(
-            "SELECT blob_id FROM blob_intents WHERE blob_id = ANY(%s) "
-            "UNION ALL SELECT id FROM blobs WHERE id = ANY(%s)",
-            (list(blob_ids), list(blob_ids)),
-        )
-        return {blob for (blob,) in rows}
-
-    async def file_blobs_among(self, blob_ids: Sequence[str]) -> set[str]:
-        rows = await self._all(
-            "SELECT id FROM blobs WHERE id = ANY(%s) AND data IS NULL", (list(blob_ids),)
-        )
-        return {blob for (blob,) in rows}
-
-
-class PooledReader(_Reads):
-    """The catalog's point reads: each statement on a pooled connection of its own, in
-    autocommit (it sees every commit made before it)."""
-
-    def __init__(self, catalog: PostgresCatalog) -> None:
-        self.catalog = catalog
-
-    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-        return await self.catalog.read(sql, args)
-
-
-class ConnReader(_Reads):
-    """Reads over one connection (a scan's snapshot, or a write's transaction)."""
-
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.conn = conn
-
-    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-        cur = await self.conn.execute(sql, args)  # type: ignore[arg-type]
-        return await cur.fetchall()
-
-    async def _run(self, sql: str, args: Sequence[Any] = ()) -> int:
-        cur = await self.conn.execute(sql, args)  # type: ignore[arg-type]
-        return cur.rowcount
 
 
 class PostgresTx(ConnReader):
@@ -350,7 +134,7 @@ class PostgresTx(ConnReader):
         # Locked, as a current object is (get_object): a removal by id checks the version's
         # Object Lock and a PutObjectRetention / PutObjectLegalHold changes it; one waits
         # for the other and then reads the row as it left it.
-        where, args = _version_where(version_id)
+        where, args = version_where(version_id)
         row = await self._one(
             f"SELECT {VERSION_COLUMNS} FROM versions WHERE bucket = %s AND key = %s AND {where} "
             "FOR UPDATE",
@@ -391,7 +175,7 @@ class PostgresTx(ConnReader):
         )
         if await self._run(sql, (*args, *more)) == 1:
             return
-        where, more = _version_where(version.version_id)
+        where, more = version_where(version.version_id)
         sql = (
             f"UPDATE versions SET attrs = %s, lock = %s WHERE bucket = %s AND key = %s AND {where}"
         )
@@ -577,7 +361,7 @@ class PostgresTx(ConnReader):
         )
 
     async def delete_version(self, bucket: str, key: str, version_id: str) -> ObjectInfo | None:
-        where, args = _version_where(version_id)
+        where, args = version_where(version_id)
         row = await self._one(
             f"DELETE FROM versions WHERE bucket = %s AND key = %s AND {where} "
             f"RETURNING {VERSION_COLUMNS}",
