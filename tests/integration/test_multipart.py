@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
+from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import ClientError
@@ -174,6 +176,45 @@ def test_resent_part_replaces_and_releases(s3, bucket, gateway):
     assert [(p["PartNumber"], p["ETag"]) for p in parts] == [(1, e1)]
     complete(s3, bucket, upload, [(1, e1)])
     assert s3.get_object(Bucket=bucket, Key="mp")["Body"].read() == second
+    inspect(gateway.data, gateway.catalog).assert_clean()
+
+
+def test_overlapping_uploads_of_a_part_the_last_to_finish_wins(s3, bucket, gateway):
+    """Two uploads of part 1 overlap: the first starts, the second starts and finishes, then
+    the first finishes. Part 1 is the upload acknowledged last ("If you upload a new part
+    using the same part number as a previously uploaded part, the previously uploaded part is
+    overwritten", mpuoverview.html). A list naming part 1 twice is refused (InvalidPartOrder:
+    AWS's answer to such a list, quoted in transloadit/uppy#2324)."""
+    upload = start(s3, bucket)
+    slow, quick = os.urandom(MIB), os.urandom(MIB)
+    url = f"{gateway.url}/{bucket}/mp?partNumber=1&uploadId={upload}"
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.putrequest("PUT", f"{parts.path}?{parts.query}", skip_host=True)
+        headers = raw.sign("PUT", url, payload_hash="UNSIGNED-PAYLOAD")
+        headers.update({"Host": parts.netloc, "Content-Length": str(len(slow))})
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        conn.send(slow[: MIB // 2])
+        quick_etag = put_part(s3, bucket, upload, 1, quick)  # starts later, finishes first
+        conn.send(slow[MIB // 2 :])
+        reply = conn.getresponse()
+        assert reply.status == 200
+        slow_etag = reply.getheader("ETag")
+        reply.read()
+    finally:
+        conn.close()
+    assert slow_etag == f'"{hashlib.md5(slow).hexdigest()}"' != quick_etag
+    with pytest.raises(ClientError) as exc:
+        complete(s3, bucket, upload, [(1, quick_etag), (1, slow_etag)])
+    assert error(exc) == ("InvalidPartOrder", 400)
+    with pytest.raises(ClientError) as exc:
+        complete(s3, bucket, upload, [(1, quick_etag)])
+    assert error(exc) == ("InvalidPart", 400)
+    complete(s3, bucket, upload, [(1, slow_etag)])
+    assert s3.get_object(Bucket=bucket, Key="mp")["Body"].read() == slow
     inspect(gateway.data, gateway.catalog).assert_clean()
 
 
