@@ -275,6 +275,11 @@ def test_version_ids_are_sent_only_where_versioning_was_set(s3, bucket):
     ):
         assert "x-amz-version-id" not in headers(response)
     assert "x-amz-delete-marker" not in headers(s3.delete_object(Bucket=bucket, Key="k"))
+    # The 404 that follows has no delete-marker header either: "If false, this response
+    # header does not appear in the response" (API_HeadObject.html).
+    with pytest.raises(ClientError) as exc:
+        s3.head_object(Bucket=bucket, Key="k")
+    assert "x-amz-delete-marker" not in exc.value.response["ResponseMetadata"]["HTTPHeaders"]
     versioning(s3, bucket, "Suspended")
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
     assert headers(s3.get_object(Bucket=bucket, Key="k"))["x-amz-version-id"] == "null"
