@@ -6,7 +6,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests import awscli, raw
-from tests.server import ACCESS_KEY
+from tests.server import ACCESS_KEY, SECRET_KEY
 
 
 def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
@@ -61,6 +61,27 @@ def test_presigned_get_and_put(gateway, bucket):
     tampered = get_url.replace("X-Amz-Expires=60", "X-Amz-Expires=61")
     reply = raw.send("GET", tampered)
     assert reply.status == 403 and reply.code == "SignatureDoesNotMatch"
+
+
+def test_presigned_expiry_out_of_range(gateway, bucket):
+    """X-Amz-Expires=0 has expired when signed: 403. Past a week or negative is malformed:
+    400 AuthorizationQueryParametersError (AWS's answers, ceph/s3-tests#462)."""
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    gateway.client().put_object(Bucket=bucket, Key="p", Body=b"x")
+    for expires, status, code in (
+        (0, 403, "AccessDenied"),
+        (604801, 400, "AuthorizationQueryParametersError"),
+        (-7, 400, "AuthorizationQueryParametersError"),
+    ):
+        # botocore's own signer: the CRT one boto3 may pick refuses an expiry below 1.
+        request = AWSRequest(method="GET", url=f"{gateway.url}/{bucket}/p")
+        credentials = Credentials(ACCESS_KEY, SECRET_KEY)
+        S3SigV4QueryAuth(credentials, "s3", "us-east-1", expires=expires).add_auth(request)
+        reply = raw.send("GET", request.prepare().url)
+        assert (reply.status, reply.code) == (status, code), expires
 
 
 def test_error_document_shape(gateway, bucket):

@@ -639,7 +639,6 @@ def test_presigned_tampered_path_and_method() -> None:
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        ("X-Amz-Expires=3600", "X-Amz-Expires=0"),
         ("X-Amz-Expires=3600", "X-Amz-Expires=-1"),
         ("X-Amz-Expires=3600", "X-Amz-Expires=604801"),
         ("X-Amz-Expires=3600", "X-Amz-Expires=soon"),
@@ -661,6 +660,25 @@ def test_presigned_malformed_parameters(old: str, new: str) -> None:
     assert old in request.query_string
     broken = dataclasses.replace(request, query_string=request.query_string.replace(old, new))
     rejects(broken, "AuthorizationQueryParametersError")
+
+
+def test_presigned_expires_zero_has_expired_when_signed() -> None:
+    """X-Amz-Expires=0 is well formed: the URL expired the moment it was signed (403)."""
+    error = rejects(presign(expires=0), "AccessDenied", now=EPOCH + 1)
+    assert error.message == "Request has expired"
+    assert error.fields["X-Amz-Expires"] == "0"
+
+
+def test_presigned_expires_out_of_range_is_malformed() -> None:
+    """Past a week or negative: 400 AuthorizationQueryParametersError, AWS's texts."""
+    error = rejects(presign(expires=604801), "AuthorizationQueryParametersError")
+    assert error.status == 400
+    assert error.message == (
+        "X-Amz-Expires must be less than a week (in seconds); that is, the given "
+        "X-Amz-Expires must be less than 604800 seconds"
+    )
+    error = rejects(presign(expires=-7), "AuthorizationQueryParametersError")
+    assert (error.status, error.message) == (400, "X-Amz-Expires must be non-negative")
 
 
 def test_presigned_expires_a_week_is_allowed() -> None:
