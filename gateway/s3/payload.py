@@ -141,6 +141,15 @@ class Payload:
     def require_length(self, maximum: int) -> int:
         """The body's length for an upload: S3 wants it up front and caps it."""
         length = self.declared_length
+        if length is None and "chunked" in self._request.headers.get("Transfer-Encoding", ""):
+            # AWS takes no HTTP-chunked upload (its streaming form is aws-chunked, with
+            # x-amz-decoded-content-length): 501 naming the header (AWS's answers quoted in
+            # Automattic/knox#43 and chilts/awssum#30).
+            raise S3Error(
+                "NotImplemented",
+                "A header you provided implies functionality that is not implemented",
+                Header="Transfer-Encoding",
+            )
         if length is None:
             raise S3Error("MissingContentLength")
         if length > maximum:

@@ -768,7 +768,8 @@ def test_malformed_http_chunked(unchanged: World, case: str, body: bytes) -> Non
 
 
 def test_http_chunked_without_a_length(unchanged: World) -> None:
-    """A well-formed Transfer-Encoding: chunked PUT has no length: S3 wants one (411)."""
+    """A well-formed Transfer-Encoding: chunked PUT: AWS implements no HTTP-chunked upload and
+    answers 501 NotImplemented naming the header (Automattic/knox#43, chilts/awssum#30)."""
     world = unchanged
     request = world.signed(
         "PUT",
@@ -777,7 +778,9 @@ def test_http_chunked_without_a_length(unchanged: World) -> None:
         length=False,
         extra=[("Transfer-Encoding", "chunked")],
     )
-    expect(world.send(request + b"5\r\nhello\r\n0\r\n\r\n"), 411, "MissingContentLength")
+    reply = world.send(request + b"5\r\nhello\r\n0\r\n\r\n")
+    expect(reply, 501, "NotImplemented")
+    assert b"<Header>Transfer-Encoding</Header>" in reply.body
 
 
 # --- headers ------------------------------------------------------------------------------------
