@@ -224,6 +224,19 @@ def test_missing_content_length(gateway, bucket):
     assert raw.signed("HEAD", url).status == 404
 
 
+def test_torrent_is_not_implemented(s3, bucket):
+    """AWS discontinued S3 BitTorrent (awsdocs/amazon-s3-userguide#27): GetObjectTorrent is
+    501 NotImplemented here, never a 404 that would say an existing object is missing."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    with pytest.raises(ClientError) as exc:
+        s3.get_object_torrent(Bucket=bucket, Key="k")
+    response = exc.value.response
+    assert (response["Error"]["Code"], response["ResponseMetadata"]["HTTPStatusCode"]) == (
+        "NotImplemented",
+        501,
+    )
+
+
 def test_expect_values_other_than_continue_are_ignored(gateway, bucket):
     # ceph s3-tests sends `Expect: 200`; aiohttp alone would answer 417.
     url = f"{gateway.url}/{bucket}/k"
