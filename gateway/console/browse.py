@@ -29,6 +29,7 @@ from ..s3.authorize import (
 from ..s3.errors import S3Error
 from ..s3.names import valid_bucket_name
 from ..s3.params import check_key
+from ..s3.router import Op
 from ..s3.sigv4 import MAX_EXPIRES_SECONDS, presigned_url
 from ..store import Bucket, ObjectAttrs, ObjectInfo
 from ..store.errors import NoSuchBucket, SourceChanged
@@ -205,7 +206,7 @@ async def create_bucket(request: web.Request) -> web.StreamResponse:
 
 async def delete_bucket(request: web.Request) -> web.StreamResponse:
     name = (await _posted(request)).get("bucket", "")
-    await allowed(request, "DeleteBucket", name)
+    await allowed(request, Op.DeleteBucket, name)
     await _console(request).store.delete_bucket(name)
     return redirect("/buckets")
 
@@ -235,7 +236,7 @@ async def bucket_page(request: web.Request) -> web.Response:
     after = request.query.get("after", "")
 
     listed = {"prefix": prefix, "delimiter": "/", "max-keys": str(PAGE_SIZE)}
-    bucket = await allowed(request, "ListObjectsV2", name, sent=listed)
+    bucket = await allowed(request, Op.ListObjectsV2, name, sent=listed)
     listing = await _console(request).store.list_objects(name, prefix, "/", after, PAGE_SIZE)
     # Names are shown from the folder on: a search prefix may end inside a name.
     folder = prefix.rfind("/") + 1
@@ -326,7 +327,7 @@ async def object_page(request: web.Request) -> web.Response:
 async def _object_view(
     request: web.Request, name: str, key: str, version: str | None, notice: str = ""
 ) -> web.Response:
-    bucket = await allowed(request, "HeadObject", name, key, version)
+    bucket = await allowed(request, Op.HeadObject, name, key, version)
     store = _console(request).store
     token = _csrf(request)
     parts = [_crumbs(name, key)]
@@ -366,7 +367,7 @@ async def _object_view(
             'value="1"> Rename (delete the original)</label><button>Copy</button></form>'
             "</section>"
         )
-    if bucket.versioning is not None and _may(request, "ListObjectVersions", bucket):
+    if bucket.versioning is not None and _may(request, Op.ListObjectVersions, bucket):
         parts.append(await _versions(request, bucket, key, token))
     return _page(request, key, "".join(parts), notice)
 
@@ -414,7 +415,7 @@ def _readable(obj: ObjectInfo) -> bytes | None:
 async def download(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), _param(request, "key")
     version = request.query.get("version") or None
-    await allowed(request, "GetObject", name, key, version)
+    await allowed(request, Op.GetObject, name, key, version)
     reader = await _console(request).store.open_object(name, key, version, _readable)
     try:
         obj = reader.info
@@ -441,7 +442,7 @@ async def delete_object(request: web.Request) -> web.StreamResponse:
     posted = await _posted(request)
     name, key = posted.get("bucket", ""), posted.get("key", "")
     version = posted.get("version") or None
-    await allowed(request, "DeleteObject", name, key, version)
+    await allowed(request, Op.DeleteObject, name, key, version)
     store = _console(request).store
     if version is None:
         await store.delete_objects(name, [key])
@@ -464,12 +465,12 @@ async def copy_object(request: web.Request) -> web.StreamResponse:
         raise S3Error("InvalidArgument", "The new key is empty")
     if (target_bucket, target_key) == (name, key):
         raise S3Error("InvalidRequest", "Copy to a different key or bucket")
-    await allowed(request, "GetObject", name, key, version)
+    await allowed(request, Op.GetObject, name, key, version)
     if move:
-        await allowed(request, "DeleteObject", name, key, version)
+        await allowed(request, Op.DeleteObject, name, key, version)
     source_name = f"{name}/{quote(key)}" + (f"?versionId={version}" if version else "")
     copying = {"x-amz-copy-source": source_name, "x-amz-metadata-directive": "COPY"}
-    dest = await allowed(request, "CopyObject", target_bucket, target_key, sent=copying)
+    dest = await allowed(request, Op.CopyObject, target_bucket, target_key, sent=copying)
     console = _console(request)
     store = console.store
     # As a CopyObject without headers (metadata COPY, the destination bucket's default
@@ -502,7 +503,7 @@ async def share(request: web.Request) -> web.StreamResponse:
     posted = await _posted(request)
     name, key = posted.get("bucket", ""), posted.get("key", "")
     version = posted.get("version") or None
-    await allowed(request, "GetObject", name, key, version)
+    await allowed(request, Op.GetObject, name, key, version)
     request[ACTION] = "ShareObject"
     try:
         expires = int(posted.get("expires", ""))
@@ -618,7 +619,7 @@ def _new_object(request: web.Request, bucket: Bucket) -> tuple[sse.Requested, Ob
 
 async def api_put_object(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
-    bucket = await allowed(request, "PutObject", name, key)
+    bucket = await allowed(request, Op.PutObject, name, key)
     store = _console(request).store
     encryption, attrs = _new_object(request, bucket)
     # As a PutObject without a checksum: AWS's default one, in the MD5's pass.
@@ -634,7 +635,7 @@ async def api_put_object(request: web.Request) -> web.StreamResponse:
 
 async def api_create_upload(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
-    bucket = await allowed(request, "CreateMultipartUpload", name, key)
+    bucket = await allowed(request, Op.CreateMultipartUpload, name, key)
     store = _console(request).store
     encryption, attrs = _new_object(request, bucket)
     owner = request[SESSION].user.canonical_id
@@ -647,7 +648,7 @@ async def api_upload_part(request: web.Request) -> web.StreamResponse:
     upload_id, number = _param(request, "upload_id"), _param(request, "part")
     if not number.isdigit() or not 1 <= int(number) <= 10_000:
         raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000")
-    await allowed(request, "UploadPart", name, key)
+    await allowed(request, Op.UploadPart, name, key)
     store = _console(request).store
     upload = await store.get_upload(upload_id, name, key)
     encryption = sse.for_upload(upload.attrs, store.keys, None)
@@ -661,7 +662,7 @@ async def api_upload_part(request: web.Request) -> web.StreamResponse:
 async def api_complete(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
     upload_id = _param(request, "upload_id")
-    await allowed(request, "CompleteMultipartUpload", name, key)
+    await allowed(request, Op.CompleteMultipartUpload, name, key)
     try:
         sent = json.loads(await request.read())
         chosen = [(int(n), str(etag)) for n, etag in sent["parts"]]
@@ -679,7 +680,7 @@ async def api_complete(request: web.Request) -> web.StreamResponse:
 async def api_abort(request: web.Request) -> web.StreamResponse:
     name, key = _param(request, "bucket"), check_key(_param(request, "key"))
     upload_id = _param(request, "upload_id")
-    await allowed(request, "AbortMultipartUpload", name, key)
+    await allowed(request, Op.AbortMultipartUpload, name, key)
     await _console(request).store.abort_upload(upload_id, name, key)
     return _json({"aborted": upload_id})
 

@@ -33,6 +33,7 @@ from . import grants, policy
 from .auth import ANONYMOUS
 from .errors import S3Error
 from .names import could_be_a_bucket
+from .router import Op
 
 # Names of the bucket settings this module reads (Bucket.settings).
 ACL = "acl"
@@ -68,71 +69,71 @@ BYPASS_GOVERNANCE = "BypassGovernanceRetention"
 # May the request's caller do (operation, key, version id)? Decided as the request itself.
 Allowed = Callable[[str, str, str | None], bool]
 RULES: dict[str, Rule] = {
-    "HeadBucket": Rule("s3:ListBucket", _R),
-    "ListObjects": Rule("s3:ListBucket", _R),
-    "ListObjectsV2": Rule("s3:ListBucket", _R),
-    "ListObjectVersions": Rule("s3:ListBucketVersions", _R),
-    "ListMultipartUploads": Rule("s3:ListBucketMultipartUploads", _R),
-    "GetBucketAcl": Rule("s3:GetBucketAcl", grants.READ_ACP),
-    "PutBucketAcl": Rule("s3:PutBucketAcl", grants.WRITE_ACP),
-    "DeleteObjects": Rule("s3:DeleteObject", _W),
-    "PostObject": Rule("s3:PutObject", _W),
-    "PutObject": Rule("s3:PutObject", _W),
-    "CopyObject": Rule("s3:PutObject", _W),
-    "CreateMultipartUpload": Rule("s3:PutObject", _W),
-    "UploadPart": Rule("s3:PutObject", _W),
-    "UploadPartCopy": Rule("s3:PutObject", _W),
-    "CompleteMultipartUpload": Rule("s3:PutObject", _W),
-    "AbortMultipartUpload": Rule("s3:AbortMultipartUpload", _W),
-    "ListParts": Rule("s3:ListMultipartUploadParts", _R),
-    "DeleteObject": Rule("s3:DeleteObject", _W, version_action="s3:DeleteObjectVersion"),
-    "GetObject": Rule("s3:GetObject", _R, True, "s3:GetObjectVersion"),
-    "HeadObject": Rule("s3:GetObject", _R, True, "s3:GetObjectVersion"),
-    "GetObjectAttributes": Rule(
+    Op.HeadBucket: Rule("s3:ListBucket", _R),
+    Op.ListObjects: Rule("s3:ListBucket", _R),
+    Op.ListObjectsV2: Rule("s3:ListBucket", _R),
+    Op.ListObjectVersions: Rule("s3:ListBucketVersions", _R),
+    Op.ListMultipartUploads: Rule("s3:ListBucketMultipartUploads", _R),
+    Op.GetBucketAcl: Rule("s3:GetBucketAcl", grants.READ_ACP),
+    Op.PutBucketAcl: Rule("s3:PutBucketAcl", grants.WRITE_ACP),
+    Op.DeleteObjects: Rule("s3:DeleteObject", _W),
+    Op.PostObject: Rule("s3:PutObject", _W),
+    Op.PutObject: Rule("s3:PutObject", _W),
+    Op.CopyObject: Rule("s3:PutObject", _W),
+    Op.CreateMultipartUpload: Rule("s3:PutObject", _W),
+    Op.UploadPart: Rule("s3:PutObject", _W),
+    Op.UploadPartCopy: Rule("s3:PutObject", _W),
+    Op.CompleteMultipartUpload: Rule("s3:PutObject", _W),
+    Op.AbortMultipartUpload: Rule("s3:AbortMultipartUpload", _W),
+    Op.ListParts: Rule("s3:ListMultipartUploadParts", _R),
+    Op.DeleteObject: Rule("s3:DeleteObject", _W, version_action="s3:DeleteObjectVersion"),
+    Op.GetObject: Rule("s3:GetObject", _R, True, "s3:GetObjectVersion"),
+    Op.HeadObject: Rule("s3:GetObject", _R, True, "s3:GetObjectVersion"),
+    Op.GetObjectAttributes: Rule(
         "s3:GetObjectAttributes", _R, True, "s3:GetObjectVersionAttributes"
     ),
-    "GetObjectAcl": Rule("s3:GetObjectAcl", grants.READ_ACP, True, "s3:GetObjectVersionAcl"),
-    "PutObjectAcl": Rule("s3:PutObjectAcl", grants.WRITE_ACP, True, "s3:PutObjectVersionAcl"),
-    "GetObjectTagging": Rule("s3:GetObjectTagging", None, True, "s3:GetObjectVersionTagging"),
-    "PutObjectTagging": Rule("s3:PutObjectTagging", None, True, "s3:PutObjectVersionTagging"),
-    "DeleteObjectTagging": Rule(
+    Op.GetObjectAcl: Rule("s3:GetObjectAcl", grants.READ_ACP, True, "s3:GetObjectVersionAcl"),
+    Op.PutObjectAcl: Rule("s3:PutObjectAcl", grants.WRITE_ACP, True, "s3:PutObjectVersionAcl"),
+    Op.GetObjectTagging: Rule("s3:GetObjectTagging", None, True, "s3:GetObjectVersionTagging"),
+    Op.PutObjectTagging: Rule("s3:PutObjectTagging", None, True, "s3:PutObjectVersionTagging"),
+    Op.DeleteObjectTagging: Rule(
         "s3:DeleteObjectTagging", None, True, "s3:DeleteObjectVersionTagging"
     ),
-    "GetObjectRetention": Rule("s3:GetObjectRetention", None, True),
-    "PutObjectRetention": Rule("s3:PutObjectRetention", None, True),
-    "GetObjectLegalHold": Rule("s3:GetObjectLegalHold", None, True),
-    "PutObjectLegalHold": Rule("s3:PutObjectLegalHold", None, True),
-    "RestoreObject": Rule("s3:RestoreObject", None, True),
+    Op.GetObjectRetention: Rule("s3:GetObjectRetention", None, True),
+    Op.PutObjectRetention: Rule("s3:PutObjectRetention", None, True),
+    Op.GetObjectLegalHold: Rule("s3:GetObjectLegalHold", None, True),
+    Op.PutObjectLegalHold: Rule("s3:PutObjectLegalHold", None, True),
+    Op.RestoreObject: Rule("s3:RestoreObject", None, True),
     # Not an operation: what a request that lifts a GOVERNANCE lock with
     # x-amz-bypass-governance-retention needs besides its own action ("you must have the
     # s3:BypassGovernanceRetention permission and explicitly include the header",
     # object-lock-managing.html). The bucket owner has it unless a policy denies it.
     BYPASS_GOVERNANCE: Rule("s3:BypassGovernanceRetention", None, True),
-    "GetBucketCors": Rule("s3:GetBucketCORS"),
-    "PutBucketCors": Rule("s3:PutBucketCORS"),
-    "DeleteBucketCors": Rule("s3:PutBucketCORS"),
-    "GetBucketEncryption": Rule("s3:GetEncryptionConfiguration"),
-    "PutBucketEncryption": Rule("s3:PutEncryptionConfiguration"),
-    "DeleteBucketEncryption": Rule("s3:PutEncryptionConfiguration"),
-    "GetBucketLifecycleConfiguration": Rule("s3:GetLifecycleConfiguration"),
-    "PutBucketLifecycleConfiguration": Rule("s3:PutLifecycleConfiguration"),
-    "DeleteBucketLifecycleConfiguration": Rule("s3:PutLifecycleConfiguration"),
-    "GetBucketTagging": Rule("s3:GetBucketTagging"),
-    "PutBucketTagging": Rule("s3:PutBucketTagging"),
-    "DeleteBucketTagging": Rule("s3:PutBucketTagging"),
-    "GetObjectLockConfiguration": Rule("s3:GetBucketObjectLockConfiguration"),
-    "PutObjectLockConfiguration": Rule("s3:PutBucketObjectLockConfiguration"),
-    "GetPublicAccessBlock": Rule("s3:GetBucketPublicAccessBlock"),
-    "PutPublicAccessBlock": Rule("s3:PutBucketPublicAccessBlock"),
-    "DeletePublicAccessBlock": Rule("s3:PutBucketPublicAccessBlock"),
-    "DeleteBucketOwnershipControls": Rule("s3:PutBucketOwnershipControls"),
+    Op.GetBucketCors: Rule("s3:GetBucketCORS"),
+    Op.PutBucketCors: Rule("s3:PutBucketCORS"),
+    Op.DeleteBucketCors: Rule("s3:PutBucketCORS"),
+    Op.GetBucketEncryption: Rule("s3:GetEncryptionConfiguration"),
+    Op.PutBucketEncryption: Rule("s3:PutEncryptionConfiguration"),
+    Op.DeleteBucketEncryption: Rule("s3:PutEncryptionConfiguration"),
+    Op.GetBucketLifecycleConfiguration: Rule("s3:GetLifecycleConfiguration"),
+    Op.PutBucketLifecycleConfiguration: Rule("s3:PutLifecycleConfiguration"),
+    Op.DeleteBucketLifecycleConfiguration: Rule("s3:PutLifecycleConfiguration"),
+    Op.GetBucketTagging: Rule("s3:GetBucketTagging"),
+    Op.PutBucketTagging: Rule("s3:PutBucketTagging"),
+    Op.DeleteBucketTagging: Rule("s3:PutBucketTagging"),
+    Op.GetObjectLockConfiguration: Rule("s3:GetBucketObjectLockConfiguration"),
+    Op.PutObjectLockConfiguration: Rule("s3:PutBucketObjectLockConfiguration"),
+    Op.GetPublicAccessBlock: Rule("s3:GetBucketPublicAccessBlock"),
+    Op.PutPublicAccessBlock: Rule("s3:PutBucketPublicAccessBlock"),
+    Op.DeletePublicAccessBlock: Rule("s3:PutBucketPublicAccessBlock"),
+    Op.DeleteBucketOwnershipControls: Rule("s3:PutBucketOwnershipControls"),
 }
 # Decided key by key by the operation (through Context.allowed), each refusal an entry of
 # its answer, as AWS reports them.
-PER_KEY = {"DeleteObjects"}
+PER_KEY = frozenset({Op.DeleteObjects})
 # The owner may always read, replace and delete the policy, even when it denies them
 # (Put/Get/DeleteBucketPolicy in the API reference).
-POLICY_OPERATIONS = {"GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"}
+POLICY_OPERATIONS = frozenset({Op.GetBucketPolicy, Op.PutBucketPolicy, Op.DeleteBucketPolicy})
 
 
 def rule(operation: str) -> Rule:
@@ -299,7 +300,7 @@ def decide(access: Access) -> bool:
 # Reads of an object: a missing one is 404 to a caller who may list the bucket, 403 to others
 # ("If you don't have the s3:ListBucket permission, Amazon S3 returns an HTTP status code 403",
 # GetObject in the API reference).
-READS = {"GetObject", "HeadObject"}
+READS = frozenset({Op.GetObject, Op.HeadObject})
 
 
 def as_listing(access: Access) -> Access:
@@ -309,7 +310,7 @@ def as_listing(access: Access) -> Access:
     def conditions(name: str) -> list[str] | None:
         return [key] if name == "s3:prefix" and key is not None else access.conditions(name)
 
-    return Access(access.user, "ListObjects", access.bucket, conditions=conditions)
+    return Access(access.user, Op.ListObjects, access.bucket, conditions=conditions)
 
 
 async def object_attrs(
@@ -328,9 +329,9 @@ async def authorize_read(
 ) -> None:
     """May `user` read an object (a copy's source)? As a GetObject of it would be judged."""
     obj = None
-    if needs_object("GetObject", bucket):
+    if needs_object(Op.GetObject, bucket):
         obj = await object_attrs(store, bucket.name, key, version_id)
-    authorize(Access(user, "GetObject", bucket, key, version_id, obj))
+    authorize(Access(user, Op.GetObject, bucket, key, version_id, obj))
 
 
 def authorize(access: Access) -> None:

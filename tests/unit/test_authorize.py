@@ -178,3 +178,13 @@ def test_stored_form_round_trips_and_is_cached() -> None:
     assert grants.from_json(text) == a
     assert grants.from_json(text) is grants.from_json(text)
     assert grants.stored(None, "x") == grants.private("x")
+
+
+def test_rules_are_keyed_by_the_routers_operations() -> None:
+    """A rule names its operation by the router's Op (a misspelt name fails at import), and
+    every operation the router knows but these has no rule: the owner-only ones."""
+    from gateway.s3.authorize import BYPASS_GOVERNANCE, RULES
+    from gateway.s3.router import Op
+
+    keys = [k for k in RULES if k != BYPASS_GOVERNANCE]
+    assert keys and all(isinstance(k, Op) for k in keys)
