@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,3 +356,15 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
             else None
         ),
     )
+
+
+def read_toml(path: Path, setting: str) -> tuple[str, dict[str, Any]]:
+    """The TOML file `setting` names (the users file, the KMS keys file), and how a mistake in
+    it is introduced (its setting and path); one StartError line if it cannot be read."""
+    where = f"{setting_name(setting)} {path}"
+    try:
+        return where, tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise StartError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise StartError(f"{where}: not a TOML file: {exc}") from None

@@ -5,10 +5,9 @@ only asks the Store's keyring for keys."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from .config import Settings, StartError, setting_name
+from .config import Settings, StartError, read_toml
 from .store import crypto
 
 _KMS_KEY_FIELDS = ("id", "arn", "enabled")
@@ -19,13 +18,7 @@ def read_kms_keys(path: Path, region: str) -> list[crypto.KmsKey]:
     A mistake is one StartError line naming the file (checked before the start logs
     anything): a misspelt field or table would otherwise be dropped without a word (a key
     meant disabled left enabled), and a second key of one id or ARN would replace the first."""
-    where = f"{setting_name('kms-keys')} {path}"
-    try:
-        document = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise StartError(f"{where}: cannot read it ({exc.strerror})") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise StartError(f"{where}: not a TOML file ({exc})") from None
+    where, document = read_toml(path, "kms-keys")
     entries = document.get("key", [])
     if not isinstance(entries, list):
         raise StartError(f"{where}: keys are [[key]] tables")

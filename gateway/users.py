@@ -9,12 +9,11 @@ import os
 import re
 import secrets
 import string
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Settings, StartError, setting_name
+from .config import Settings, StartError, read_toml, setting_name
 
 CREDENTIALS_FILE = "credentials.json"
 
@@ -83,13 +82,7 @@ def _one_account_each(where: str, users: Iterable[User]) -> None:
 def read_users_file(path: Path) -> list[User]:
     """A TOML users file: `[[user]]` tables with access_key, secret_key, and optionally
     display_name and canonical_id."""
-    where = f"{setting_name('users')} {path}"
-    try:
-        document = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise StartError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise StartError(f"{where}: not a TOML file: {exc}") from None
+    where, document = read_toml(path, "users")
     entries = document.get("user")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise StartError(f"{where}: users are [[user]] tables (one per user), not [user]")

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from .. import limits
-from ..s3 import checksums, policy_context, sse, writes
+from ..s3 import policy_context, sse, writes
 from ..s3.authorize import (
     Access,
     acls_enabled,
@@ -32,7 +32,7 @@ from ..s3.params import check_key
 from ..s3.router import Op
 from ..s3.sigv4 import MAX_EXPIRES_SECONDS, presigned_url
 from ..store import Bucket, ObjectAttrs, ObjectInfo
-from ..store.errors import NoSuchBucket, SourceChanged
+from ..store.errors import NoSuchBucket
 from ..store.versions import DeleteMarker
 from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -476,17 +476,14 @@ async def copy_object(request: web.Request) -> web.StreamResponse:
     # As a CopyObject without headers (metadata COPY, the destination bucket's default
     # encryption): over the source's blobs wherever S3's copy would share them.
     encryption = sse.for_write({}, dest.settings, store.keys, request.secure, True)
-    for _attempt in range(writes.COPY_ATTEMPTS):
+
+    async def attempt() -> None:
         source = await store.head_object(name, key, version)
         _readable(source)
         attrs = replace(source.attrs, owner=_writer(request, dest), acl=None, sse={}, sse_key=None)
-        try:
-            await writes.copy(store, source, None, target_bucket, target_key, attrs, encryption)
-            break
-        except SourceChanged:
-            continue
-    else:
-        raise S3Error("SlowDown")
+        await writes.copy(store, source, None, target_bucket, target_key, attrs, encryption)
+
+    await writes.retry_copy(attempt)
     if move:
         await store.delete_versions(name, [(key, version)])
     request[ACTION] = "RenameObject" if move else "CopyObject"
@@ -622,14 +619,8 @@ async def api_put_object(request: web.Request) -> web.StreamResponse:
     bucket = await allowed(request, Op.PutObject, name, key)
     store = _console(request).store
     encryption, attrs = _new_object(request, bucket)
-    # As a PutObject without a checksum: AWS's default one, in the MD5's pass.
-    checksum = writes.default_checksum()
     body = _body(request, _console(request).settings.max_object_size)
-    blob = await writes.stage(store, body, encryption, [checksum])
-    attrs = replace(
-        attrs, checksums=writes.whole_object_checksum(checksums.DEFAULT, checksum.value())
-    )
-    obj = await writes.put(store, name, key, blob, attrs, encryption)
+    obj = await writes.put_body(store, name, key, body, attrs, encryption)
     return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
 
 

@@ -13,7 +13,7 @@ from ..users import User
 from . import logrecords
 from .dispatch import OPERATIONS, Dispatcher
 from .logrecords import Logged
-from .middleware import Handler, S3Middleware, on_response_prepare
+from .middleware import Handler, Observer, S3Middleware, on_response_prepare
 
 __all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
 
@@ -26,15 +26,16 @@ def s3_handler(
 ) -> Handler:
     """`deliver`: takes the server access log records each request makes (the log delivery
     worker's `take`)."""
+    observe = None if deliver is None else _observer(deliver)
+    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket, observe)
 
+
+def _observer(deliver: Callable[[list[Logged]], None]) -> Observer:
     def observe(
         request: web.Request, response: web.StreamResponse, sent: int, seconds: float
     ) -> None:
-        assert deliver is not None
         made = logrecords.records(request, response, sent, seconds)
         if made:
             deliver(made)
 
-    return S3Middleware(
-        Dispatcher(store, settings, users), store.get_bucket, observe if deliver else None
-    )
+    return observe

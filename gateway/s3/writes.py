@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from .. import digest, metrics
 from ..store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob, Store, crypto
@@ -24,6 +25,8 @@ from . import checksums, grants, sse
 from .authorize import ACL as ACL_SETTING
 from .authorize import BLOCK_ALL, BUCKET_OWNER_ENFORCED, OWNERSHIP, PUBLIC_ACCESS_BLOCK
 from .errors import S3Error
+
+T = TypeVar("T")
 
 # --- buckets -------------------------------------------------------------------------------
 
@@ -107,6 +110,23 @@ async def put(
         etag=encryption.etag(blob.md5.hex()),
         keep_md5=encryption.sse_key is None,
     )
+
+
+async def put_body(
+    store: Store,
+    bucket: str,
+    key: str,
+    chunks: AsyncIterable[bytes],
+    attrs: ObjectAttrs,
+    encryption: sse.Requested = sse.PLAIN,
+) -> ObjectInfo:
+    """A body sent whole with no checksum of its own (a console upload, a log object), written
+    as a PutObject without one: AWS's default checksum computed in the MD5's pass. A commit
+    that fails drops the staged blob (Store._write), unless its outcome is unknown."""
+    checksum = default_checksum()
+    blob = await stage(store, chunks, encryption, [checksum])
+    attrs = replace(attrs, checksums=whole_object_checksum(checksums.DEFAULT, checksum.value()))
+    return await put(store, bucket, key, blob, attrs, encryption)
 
 
 async def upload_part(
@@ -341,6 +361,17 @@ async def reencrypt(
 # A copy whose source is replaced meanwhile (SourceChanged) looks it up again, this many times
 # in all, then answers SlowDown.
 COPY_ATTEMPTS = 3
+
+
+async def retry_copy(attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt`, a copy that looks its source up itself, run again while the source is
+    replaced under it (SourceChanged), COPY_ATTEMPTS times in all; then SlowDown."""
+    for _ in range(COPY_ATTEMPTS):
+        try:
+            return await attempt()
+        except SourceChanged:
+            continue
+    raise S3Error("SlowDown")
 
 
 async def copy(

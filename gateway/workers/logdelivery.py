@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from .. import metrics
-from ..s3 import bucketlog, checksums, grants, sse, writes
+from ..s3 import bucketlog, grants, sse, writes
 from ..s3.bucketlog import LoggingConfig
 from ..s3.errors import S3Error
 from ..s3.logrecords import Logged
@@ -140,9 +140,6 @@ class LogDelivery:
         )
         # As a PutObject without encryption headers: the target's default encryption applies.
         encryption = sse.for_write({}, target.settings, self.store.keys, True, True)
-        # And, as a PutObject without a checksum, AWS's default one.
-        checksum = writes.default_checksum()
-        blob = await writes.stage(self.store, _chunks(body), encryption, [checksum])
         # The target's owner has FULL_CONTROL of its logs; TargetGrants add to it.
         given = [
             grants.Grant(_GRANTEE_KINDS[g.kind], g.value, g.permission)
@@ -152,16 +149,9 @@ class LogDelivery:
         acl = grants.Acl(
             target.owner, (grants.Grant("id", target.owner, grants.FULL_CONTROL), *given)
         )
-        attrs = ObjectAttrs(
-            content_type="text/plain",
-            acl=acl.to_json(),
-            checksums=writes.whole_object_checksum(checksums.DEFAULT, checksum.value()),
-        )
-        try:
-            await writes.put(self.store, target.name, key, blob, attrs, encryption)
-        except BaseException:
-            await self.store.discard(blob)
-            raise
+        attrs = ObjectAttrs(content_type="text/plain", acl=acl.to_json())
+        # As a PutObject without a checksum: AWS's default one.
+        await writes.put_body(self.store, target.name, key, _chunks(body), attrs, encryption)
         return key
 
     async def cleanup_context(self, app: web.Application) -> AsyncIterator[None]:

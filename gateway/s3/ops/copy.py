@@ -17,7 +17,6 @@ from aiohttp import web
 from ... import digest
 from ...limits import MAX_COPY_SIZE
 from ...store import ObjectInfo
-from ...store.errors import SourceChanged
 from ...store.model import NULL_VERSION
 from ...store.versions import DeleteMarker
 from .. import checksums, conditions, retention, sse, tagging, writes, xml
@@ -144,7 +143,8 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     dest = sse.requested(ctx)
     wanted = _requested_checksum(ctx)
-    for _attempt in range(writes.COPY_ATTEMPTS):
+
+    async def attempt() -> web.StreamResponse:
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         if source.size > MAX_COPY_SIZE:
@@ -176,25 +176,18 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         )
         algorithm = wanted or _composite_algorithm(source)
         if algorithm is not None:
-            try:
-                sums = await writes.copy_checksum(ctx.store, source, source_key, algorithm)
-            except SourceChanged:
-                continue
+            sums = await writes.copy_checksum(ctx.store, source, source_key, algorithm)
             attrs = replace(attrs, checksums=sums, part_checksums=())
         attrs = ctx.with_acl(attrs)
-        try:
-            # The destination's encryption is the request's (or its bucket's default), never
-            # the source's.
-            obj = await writes.copy(
-                ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock
-            )
-        except SourceChanged:
-            continue
+        # The destination's encryption is the request's (or its bucket's default), never the
+        # source's.
+        obj = await writes.copy(ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock)
         if obj.version_id != NULL_VERSION:
             answer["x-amz-version-id"] = obj.version_id
         answer.update(sse.echo(obj.attrs, context=True))
         return _result("CopyObjectResult", obj.etag, obj.mtime_ns, answer, obj.attrs.checksums)
-    raise S3Error("SlowDown")
+
+    return await writes.retry_copy(attempt)
 
 
 def parse_copy_range(value: str | None, size: int) -> tuple[int, int]:
@@ -235,7 +228,8 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
     # Complete combines into the object's as it does UploadPart's.
     name = upload.attrs.checksums.get("algorithm")
     algorithm = checksums.algorithm(name) if name else None
-    for _attempt in range(writes.COPY_ATTEMPTS):
+
+    async def attempt() -> web.StreamResponse:
         source, answer = await _source(ctx, ref)
         source_key = sse.read_key(ctx, source.attrs, sse.COPY_CUSTOMER)
         start, length = parse_copy_range(ctx.headers.get("x-amz-copy-source-range"), source.size)
@@ -246,16 +240,14 @@ async def upload_part_copy(ctx: Context) -> web.StreamResponse:
                 f"copy source: {MAX_COPY_SIZE}",
             )
         answer.update(sse.echo(upload.attrs))
-        try:
-            copied = await writes.copy_part(
-                ctx.store, upload, number, source, source_key, start, length, dest, algorithm
-            )
-        except SourceChanged:
-            continue
+        copied = await writes.copy_part(
+            ctx.store, upload, number, source, source_key, start, length, dest, algorithm
+        )
         sums = _announced(algorithm, copied.checksum)
         part = copied.part
         return _result("CopyPartResult", part.etag, part.mtime_ns, answer, sums)
-    raise S3Error("SlowDown")
+
+    return await writes.retry_copy(attempt)
 
 
 def _announced(algorithm: checksums.Algorithm | None, value: str | None) -> dict[str, str]:
