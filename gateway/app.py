@@ -11,6 +11,8 @@ from aiohttp import web
 
 from . import digest, metrics
 from .config import Settings
+from .iam.api import Services, is_service_request
+from .iam.principals import Principals
 from .keyring import load_keyring
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
@@ -78,7 +80,13 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
-    handler = s3_handler(store, settings, users, delivery.take)
+    principals = Principals(
+        users, store, keys.master if keys is not None else None, settings.iam_cache_seconds
+    )
+    services = Services(store, principals)
+    handler = s3_handler(
+        store, settings, principals, delivery.take, principals, (is_service_request, services)
+    )
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store

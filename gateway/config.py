@@ -40,6 +40,7 @@ class Settings:
     max_uploads: int = 256
     shutdown_timeout: float = 25.0
     drain_seconds: float = 5.0
+    iam_cache_seconds: float = 1.0
     workers: int = 1
     md5_backend: str = "hashlib"
     loop: str = "asyncio"
@@ -116,6 +117,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "on SIGTERM, seconds /health/ready answers 503 while every other request is still "
         "served (a load balancer stops sending here) before the port closes; 0: no drain",
     ),
+    # IAM's keys are read from the catalog; each worker keeps what it read this long.
+    (
+        "iam-cache-seconds",
+        float,
+        1.0,
+        "seconds a worker keeps an IAM key and its policies once read: a key deactivated or "
+        "deleted, or a policy changed, on another node or worker counts within this time",
+    ),
     # Apache's mod_reqtimeout default (body MinRate=500): below any real client, even on a
     # bad link, while a body that trickles a byte at a time no longer holds an upload slot.
     (
@@ -181,6 +190,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "inline-max": (0, 1024**2),
     "shutdown-timeout": (0, 3600),
     "drain-seconds": (0, 3600),
+    "iam-cache-seconds": (0, 300),
     "lifecycle-day": (1, 86_400),
     "blob-lease": (1, 86_400),
     "log-delivery-interval": (0.1, 86_400),
@@ -339,6 +349,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         max_uploads=values["max-uploads"],
         shutdown_timeout=values["shutdown-timeout"],
         drain_seconds=values["drain-seconds"],
+        iam_cache_seconds=values["iam-cache-seconds"],
         workers=values["workers"] or os.cpu_count() or 1,
         md5_backend=values["md5-backend"],
         loop=values["loop"],

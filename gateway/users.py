@@ -12,6 +12,7 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Settings, StartError, read_toml, setting_name
 
@@ -19,11 +20,32 @@ CREDENTIALS_FILE = "credentials.json"
 
 
 @dataclass(frozen=True)
+class Identity:
+    """Who, within an account, signed a request with an IAM key or temporary credentials
+    (gateway/iam/): an IAM user, or a role's session. An account's root has none."""
+
+    arn: str  # arn:aws:iam::ACCOUNT:user/PATH/NAME, arn:aws:sts::ACCOUNT:assumed-role/R/S
+    user_id: str  # AIDA..., or AROA...:SESSION for a role's session
+    # The ARNs a bucket or trust policy's Principal may name it by (a session: its role's
+    # too, but the session policy then still applies, see `direct_arns`).
+    arns: frozenset[str]
+    policies: tuple[Any, ...]  # its identity policies, parsed (policy.Policy)
+    # A role session's session policy (parsed), which narrows `policies`; None: none.
+    session_policy: Any = None
+    # The ARNs that grant past the session policy when a resource policy names them.
+    direct_arns: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class User:
+    """The account a request acts for (the owner of what it makes) and who signed it."""
+
     access_key: str
     secret_key: str
     display_name: str
-    canonical_id: str
+    canonical_id: str  # the account's
+    identity: Identity | None = None  # None: the account's root
+    session_token: str = ""  # temporary credentials (STS) are valid only with their token
 
 
 def _random(alphabet: str, n: int) -> str:

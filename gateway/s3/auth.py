@@ -21,6 +21,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import unquote
 
 from gateway.s3 import postform, sigv2, sigv4
@@ -87,6 +88,17 @@ class _Claim:
     excluded_param: str | None
 
 
+class KeySource(Protocol):
+    """Where the users beyond the users file come from (IAM's keys, temporary credentials:
+    gateway/iam/principals.py): `prepare` makes a key the request names known to the
+    mapping, so that the signature checks stay synchronous; `check_token` refuses temporary
+    credentials without their session token, and a token without them."""
+
+    async def prepare(self, access_key: str, token: str | None) -> None: ...
+
+    def check_token(self, user: User, token: str | None) -> None: ...
+
+
 class Authenticator:
     """Verifies SigV4 requests against a fixed set of users and one region."""
 
@@ -95,13 +107,38 @@ class Authenticator:
         users: Mapping[str, User],
         region: str,
         clock: Callable[[], float] = time.time,
+        keys: KeySource | None = None,
     ) -> None:
         self._users = users
         self._region = region
         self._clock = clock
+        self._keys = keys
 
-    def authenticate(self, request: SignedRequest) -> AuthResult:
-        """Verifies a SigV4 header-signed or presigned (query) request; raises S3Error."""
+    async def identify(
+        self, request: SignedRequest, service: str = sigv4.SERVICE, body_hash: str | None = None
+    ) -> AuthResult:
+        """`authenticate`, for any key: IAM's and temporary credentials are looked up first
+        (KeySource.prepare), and a session token checked against the credentials it goes
+        with."""
+        if self._keys is None:
+            return self.authenticate(request, service, body_hash)
+        access_key = claimed_key(request.headers, request.query_string)
+        token = request.headers.get("x-amz-security-token") or _query_value(
+            request.query_string, "X-Amz-Security-Token"
+        )
+        if access_key:
+            await self._keys.prepare(access_key, token)
+        result = self.authenticate(request, service, body_hash)
+        if not is_nobody(result.user):
+            self._keys.check_token(result.user, token)
+        return result
+
+    def authenticate(
+        self, request: SignedRequest, service: str = sigv4.SERVICE, body_hash: str | None = None
+    ) -> AuthResult:
+        """Verifies a SigV4 header-signed or presigned (query) request; raises S3Error.
+        `service`: the one its credential's scope must name; a service other than S3 signs
+        the hash of its body (`body_hash`), not an x-amz-content-sha256 header."""
         headers = sigv4.header_values(request.headers)
         params = sigv4.split_query(request.query_string)
         names = {unquote(name) for name, _ in params}
@@ -119,9 +156,9 @@ class Authenticator:
         if authorization is not None and authorization.startswith("AWS "):
             return self._v2_header(request, headers, params, authorization)
         if authorization is not None:
-            claim = self._header_claim(authorization, headers)
+            claim = self._header_claim(authorization, headers, service, body_hash)
         elif presigned:
-            claim = self._query_claim(params, headers)
+            claim = self._query_claim(params, headers, service)
         elif "AWSAccessKeyId" in names and "Signature" in names:
             return self._v2_query(request, headers, params)
         elif "AWSAccessKeyId" in names or "Signature" in names:
@@ -137,7 +174,13 @@ class Authenticator:
 
     # -- header auth ------------------------------------------------------------------------
 
-    def _header_claim(self, authorization: str, headers: Mapping[str, list[str]]) -> _Claim:
+    def _header_claim(
+        self,
+        authorization: str,
+        headers: Mapping[str, list[str]],
+        service: str = sigv4.SERVICE,
+        body_hash: str | None = None,
+    ) -> _Claim:
         algorithm, _, rest = authorization.strip().partition(" ")
         if algorithm != sigv4.ALGORITHM:
             # AWS's answer to an Authorization header of a kind it does not know.
@@ -151,9 +194,11 @@ class Authenticator:
         credential = sigv4.parse_credential(components["Credential"], sigv4.HEADER)
         signed_headers = sigv4.parse_signed_headers(components["SignedHeaders"], sigv4.HEADER)
         amz_date, when = sigv4.header_date(headers)
-        self._check_scope(credential, amz_date, sigv4.HEADER)
+        self._check_scope(credential, amz_date, sigv4.HEADER, service)
 
         payload_hash = sigv4.joined(headers, "x-amz-content-sha256")
+        if service != sigv4.SERVICE and body_hash is not None:
+            payload_hash = body_hash
         if payload_hash is None:
             raise S3Error(
                 "InvalidRequest", "Missing required header for this request: x-amz-content-sha256"
@@ -172,7 +217,10 @@ class Authenticator:
     # -- query auth (presigned URLs) --------------------------------------------------------
 
     def _query_claim(
-        self, params: list[tuple[str, str]], headers: Mapping[str, list[str]]
+        self,
+        params: list[tuple[str, str]],
+        headers: Mapping[str, list[str]],
+        service: str = sigv4.SERVICE,
     ) -> _Claim:
         auth: dict[str, str] = {}
         for raw_name, raw_value in params:
@@ -207,7 +255,7 @@ class Authenticator:
                 "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"",
             )
         expires = sigv4.parse_expires(auth["X-Amz-Expires"])
-        self._check_scope(credential, amz_date, sigv4.QUERY)
+        self._check_scope(credential, amz_date, sigv4.QUERY, service)
         self._check_presigned_window(when, expires, auth["X-Amz-Expires"])
 
         # A presigned URL cannot know its body; it is unsigned unless the client chose to sign
@@ -341,6 +389,21 @@ class Authenticator:
 
     # -- a POST form's signed policy --------------------------------------------------------
 
+    async def identify_form(self, fields: Mapping[str, str]) -> AuthResult:
+        """`post_form`, for any key (as `identify`): the form's x-amz-security-token field
+        goes with temporary credentials."""
+        token = fields.get("x-amz-security-token")
+        if self._keys is not None:
+            access_key = fields.get("x-amz-credential", "").partition("/")[0] or fields.get(
+                "awsaccesskeyid"
+            )
+            if access_key:
+                await self._keys.prepare(access_key, token)
+        result = self.post_form(fields)
+        if self._keys is not None and not is_nobody(result.user):
+            self._keys.check_token(result.user, token)
+        return result
+
     def post_form(self, fields: Mapping[str, str]) -> AuthResult:
         """Who signed a browser's upload form (field names lower-case): SigV4 (`x-amz-
         algorithm`, `x-amz-credential`, `x-amz-date`, `x-amz-signature`: the hex HMAC-SHA256
@@ -430,7 +493,11 @@ class Authenticator:
         return user
 
     def _check_scope(
-        self, credential: sigv4.Credential, amz_date: str, dialect: sigv4.Dialect
+        self,
+        credential: sigv4.Credential,
+        amz_date: str,
+        dialect: sigv4.Dialect,
+        service: str = sigv4.SERVICE,
     ) -> None:
         if credential.terminator != sigv4.TERMINATOR:
             raise S3Error(
@@ -438,13 +505,16 @@ class Authenticator:
                 f'{dialect.prefix}incorrect terminal "{sigv4.printable(credential.terminator)}". '
                 f'This endpoint uses "{sigv4.TERMINATOR}".',
             )
-        if credential.service != sigv4.SERVICE:
+        if credential.service != service:
             raise S3Error(
                 dialect.code,
                 f'{dialect.prefix}incorrect service "{sigv4.printable(credential.service)}". '
-                f'This endpoint belongs to "{sigv4.SERVICE}".',
+                f'This endpoint belongs to "{service}".',
             )
-        if credential.region != self._region:
+        # IAM and STS are global: SDKs sign them for us-east-1 whatever the Region.
+        if credential.region != self._region and (
+            service == sigv4.SERVICE or credential.region != GLOBAL_REGION
+        ):
             raise S3Error(
                 dialect.code,
                 f"{dialect.prefix}the region '{sigv4.printable(credential.region)}' is wrong; "
@@ -509,6 +579,36 @@ class Authenticator:
             SignatureProvided=sigv4.printable(claim.signature),
             CanonicalRequest=sigv4.printable(canonical_request),
         )
+
+
+GLOBAL_REGION = "us-east-1"
+
+
+def is_nobody(user: User) -> bool:
+    return user is ANONYMOUS or user.access_key == ""
+
+
+def _query_value(query_string: str, name: str) -> str | None:
+    for raw_name, raw_value in sigv4.split_query(query_string):
+        if unquote(raw_name) == name:
+            return unquote(raw_value)
+    return None
+
+
+def claimed_key(headers: Mapping[str, str], query_string: str) -> str | None:
+    """The access key a request says it is signed with (before anything is verified)."""
+    authorization = headers.get("authorization")
+    if authorization is not None:
+        if authorization.startswith("AWS "):
+            return authorization[4:].rpartition(":")[0].strip() or None
+        _, found, rest = authorization.partition("Credential=")
+        return rest.partition("/")[0].strip() if found else None
+    if "X-Amz-Credential" in query_string:
+        credential = _query_value(query_string, "X-Amz-Credential")
+        return credential.partition("/")[0] if credential else None
+    if "AWSAccessKeyId" in query_string:
+        return _query_value(query_string, "AWSAccessKeyId")
+    return None
 
 
 def anonymous(headers: Mapping[str, list[str]]) -> AuthResult:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..store import Bucket, ObjectAttrs, Store, StoreError
-from ..users import User
+from ..users import Identity, User
 from . import grants, policy
 from .auth import ANONYMOUS
 from .errors import S3Error
@@ -241,10 +241,30 @@ class Access:
     conditions: Callable[[str], list[str] | None] = _no_conditions
 
 
-def _caller(user: User) -> policy.Caller:
+def _caller(user: User, delegated: bool = True) -> policy.Caller:
     if is_anonymous(user):
         return policy.Caller(None)
-    return policy.Caller(user.canonical_id)
+    identity = user.identity
+    if identity is None:
+        return policy.Caller(user.canonical_id)
+    return policy.Caller(user.canonical_id, identity.arns, root=False, delegated=delegated)
+
+
+def identity_verdict(identity: Identity, request: policy.PolicyRequest) -> policy.Effect | None:
+    """What an IAM identity's own policies say (Deny, Allow or nothing): a Deny in any of
+    them refuses; an Allow needs one of them and, for a role's session, its session policy
+    too ("Session policies", IAM's guide)."""
+    verdict = None
+    for doc in identity.policies:
+        found = doc.evaluate(request)
+        if found is policy.Effect.DENY:
+            return found
+        verdict = verdict or found
+    if identity.session_policy is not None:
+        narrowed = identity.session_policy.evaluate(request)
+        if narrowed is not policy.Effect.ALLOW:
+            return narrowed if narrowed is policy.Effect.DENY else None
+    return verdict
 
 
 def decide(access: Access) -> bool:
@@ -257,25 +277,31 @@ def decide(access: Access) -> bool:
     if access.version_id is not None and the_rule.version_action is not None:
         action = the_rule.version_action
     is_owner = caller_id == bucket.owner
-    if access.operation in POLICY_OPERATIONS and is_owner:
+    identity = None if anonymous else user.identity
+    if access.operation in POLICY_OPERATIONS and is_owner and identity is None:
         return True
+
+    resource = "arn:aws:s3:::" + bucket.name
+    if access.key is not None:
+        resource += "/" + access.key
+    request = policy.PolicyRequest(_caller(user), action, resource, access.conditions)
+    own = None
+    if identity is not None:
+        own = identity_verdict(identity, request)
+        if own is policy.Effect.DENY:
+            return False
 
     verdict = None
     doc = bucket_policy(bucket)
     if doc is not None:
-        resource = "arn:aws:s3:::" + bucket.name
-        if access.key is not None:
-            resource += "/" + access.key
-        verdict = doc.evaluate(
-            policy.PolicyRequest(_caller(user), action, resource, access.conditions)
-        )
+        verdict = doc.evaluate(request)
         if verdict is policy.Effect.DENY:
             return False
 
     owner = bucket.owner
     if the_rule.on_object and access.key is not None:
         owner = object_owner(bucket, access.obj)
-    if caller_id is not None and caller_id == owner:
+    if identity is None and caller_id is not None and caller_id == owner:
         return True
 
     pab = public_access_block(bucket)
@@ -284,17 +310,34 @@ def decide(access: Access) -> bool:
     )
     if restricted:
         return False
+    granted = False
     if the_rule.permission is not None and acls_enabled(bucket):
         if the_rule.on_object and access.key is not None:
             acl = grants.stored(access.obj.acl if access.obj else None, owner)
         else:
             acl = bucket_acl(bucket)
-        if acl.grants_to(caller_id, the_rule.permission, ignore_public=pab.ignore_public_acls):
+        granted = acl.grants_to(
+            caller_id, the_rule.permission, ignore_public=pab.ignore_public_acls
+        )
+    # Allows reach only objects the bucket's owner owns.
+    allowed = verdict is policy.Effect.ALLOW and owner == bucket.owner
+    if identity is None:
+        return granted or allowed
+    # An IAM identity: its own policies allow, or, in its own account, a bucket policy that
+    # names it (not only its account); another account's resource must let its account in
+    # as well ("Cross-account policy evaluation logic", IAM's guide).
+    if caller_id == owner:
+        if own is policy.Effect.ALLOW:
             return True
-    if verdict is policy.Effect.ALLOW:
-        # Allows reach only objects the bucket's owner owns.
-        return owner == bucket.owner
-    return False
+        if not allowed:
+            return False
+        named = doc is not None and doc.evaluate(
+            policy.PolicyRequest(
+                _caller(user, delegated=False), action, resource, access.conditions
+            )
+        )
+        return named is policy.Effect.ALLOW
+    return own is policy.Effect.ALLOW and (granted or allowed)
 
 
 # Reads of an object: a missing one is 404 to a caller who may list the bucket, 403 to others
@@ -341,3 +384,15 @@ def authorize(access: Access) -> None:
         raise S3Error("AccessDenied")
     if access.operation in POLICY_OPERATIONS and access.user.canonical_id != access.bucket.owner:
         raise S3Error("MethodNotAllowed")
+
+
+def decide_account(user: User, action: str, resource: str) -> bool:
+    """May `user` make a request that names no bucket (ListBuckets, CreateBucket) or IAM's
+    and STS's? An account's root may; an IAM identity as its own policies say."""
+    if is_anonymous(user):
+        return False
+    identity = user.identity
+    if identity is None:
+        return True
+    request = policy.PolicyRequest(_caller(user), action, resource, _no_conditions)
+    return identity_verdict(identity, request) is policy.Effect.ALLOW

@@ -14,7 +14,7 @@ from ..store import Bucket, Store
 from ..store.store import Latest
 from ..users import User
 from . import policy_context as conditions
-from .auth import Authenticator, AuthResult, SignedRequest, anonymous
+from .auth import Authenticator, AuthResult, KeySource, SignedRequest, anonymous
 from .authorize import (
     BUCKET_OWNER_ENFORCED,
     OWNERSHIP,
@@ -25,6 +25,7 @@ from .authorize import (
     as_listing,
     authorize,
     decide,
+    decide_account,
     expect_owner,
     is_anonymous,
     needs_object,
@@ -109,24 +110,42 @@ class _Decided:
     allowed: Allowed | None = None  # the verdict for one more key or action
 
 
+# Another service's request (IAM's, STS's: gateway/iam/api.py), with the authenticator.
+Services = Callable[[web.Request, Authenticator], Awaitable[web.StreamResponse]]
+
+
 class Dispatcher:
-    def __init__(self, store: Store, settings: Settings, users: Mapping[str, User]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        users: Mapping[str, User],
+        keys: KeySource | None = None,
+        services: tuple[Callable[[web.Request, str | None], bool], Services] | None = None,
+    ) -> None:
+        """`keys`: IAM's keys and temporary credentials beside `users` (the roots);
+        `services`: which requests are another service's, and their handler."""
         self.store = store
         self.settings = settings
-        self.auth = Authenticator(users, settings.region)
+        self.auth = Authenticator(users, settings.region, keys=keys)
+        self.services = services
         self.users_by_id = {u.canonical_id: u for u in users.values()}
         self.receiving = 0  # request bodies being received now (uploads)
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         raw_path, _, query_string = request.raw_path.partition("?")
         domain = self.settings.domain
+        if self.services is not None:
+            is_theirs, handle = self.services
+            if is_theirs(request, bucket_from_host(request.headers.get("host", ""), domain)):
+                return await handle(request, self.auth)
         target = route(request.method, raw_path, request.query, request.headers, domain)
         request[OPERATION] = target.operation
         request[TARGET] = target
         if target.operation == Op.OptionsPreflight:
             # A browser's preflight carries no credentials: its rules decide (as on AWS).
             return await cors_ops.preflight(self.store, request, target)
-        auth = self._authenticate(request, target, raw_path, query_string)
+        auth = await self._authenticate(request, target, raw_path, query_string)
         request[USER] = auth.user.display_name
         if not is_anonymous(auth.user):
             request[REQUESTER] = auth.user.canonical_id
@@ -171,7 +190,7 @@ class Dispatcher:
             self.receiving -= upload
             request[RECEIVED] = payload.received
 
-    def _authenticate(
+    async def _authenticate(
         self, request: web.Request, target: Endpoint, raw_path: str, query_string: str
     ) -> AuthResult:
         """Who sent the request, by the one way it proves it (auth.Authenticator picks it
@@ -186,7 +205,7 @@ class Dispatcher:
             request.headers,
             bucket_from_host(request.headers.get("host", ""), self.settings.domain),
         )
-        return self.auth.authenticate(signed)
+        return await self.auth.identify(signed)
 
     async def _authorise(
         self, request: web.Request, target: Endpoint, auth: AuthResult
@@ -196,8 +215,13 @@ class Dispatcher:
         where they matter, the request's condition values). PostObject decides itself, once
         its form says who sent it."""
         if target.bucket is None or target.operation == Op.CreateBucket:
-            # Anonymous callers can neither list buckets nor own one.
-            if is_anonymous(auth.user):
+            # Anonymous callers can neither list buckets nor own one; an IAM identity as its
+            # policies say.
+            if target.operation == Op.CreateBucket:
+                action, resource = "s3:CreateBucket", f"arn:aws:s3:::{target.bucket}"
+            else:
+                action, resource = "s3:ListAllMyBuckets", "arn:aws:s3:::*"
+            if not decide_account(auth.user, action, resource):
                 raise S3Error("AccessDenied")
             return _Decided()
         bucket, latest = await self._bucket(target)

@@ -90,6 +90,9 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "InvalidRange": (416, "The requested range is not satisfiable"),
     "InvalidRequest": (400, "Invalid Request"),
+    # Temporary credentials (STS): a token that is not one of ours, or one past its time.
+    "InvalidToken": (400, "The provided token is malformed or otherwise invalid."),
+    "ExpiredToken": (400, "The provided token has expired."),
     "InvalidRetentionPeriod": (400, "Default retention period must be a positive integer value."),
     "InvalidStorageClass": (400, "The storage class you specified is not valid"),
     "InvalidTag": (400, "The TagKey you have provided is invalid"),

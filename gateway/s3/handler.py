@@ -11,7 +11,8 @@ from ..config import Settings
 from ..store import Store
 from ..users import User
 from . import logrecords
-from .dispatch import OPERATIONS, Dispatcher
+from .auth import KeySource
+from .dispatch import OPERATIONS, Dispatcher, Services
 from .logrecords import Logged
 from .middleware import Handler, Observer, S3Middleware, on_response_prepare
 
@@ -23,11 +24,14 @@ def s3_handler(
     settings: Settings,
     users: Mapping[str, User],
     deliver: Callable[[list[Logged]], None] | None = None,
+    keys: KeySource | None = None,
+    services: tuple[Callable[[web.Request, str | None], bool], Services] | None = None,
 ) -> Handler:
     """`deliver`: takes the server access log records each request makes (the log delivery
-    worker's `take`)."""
+    worker's `take`); `keys` and `services`: IAM's (Dispatcher)."""
     observe = None if deliver is None else _observer(deliver)
-    return S3Middleware(Dispatcher(store, settings, users), store.get_bucket, observe)
+    dispatcher = Dispatcher(store, settings, users, keys, services)
+    return S3Middleware(dispatcher, store.get_bucket, observe)
 
 
 def _observer(deliver: Callable[[list[Logged]], None]) -> Observer:

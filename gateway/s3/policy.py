@@ -1,5 +1,8 @@
-"""Bucket policies: the JSON grammar, its validation and its evaluation. Pure: no request, no
-store (`authorize` builds a `PolicyRequest` and reads the verdict).
+"""Policies: the JSON grammar, its validation and its evaluation. Pure: no request, no store
+(`authorize` builds a `PolicyRequest` and reads the verdict). Three kinds share the grammar:
+bucket policies (a Principal, S3's actions and the bucket's resources), IAM identity policies
+(no Principal; S3's, IAM's and STS's actions; any resource) and a role's trust policy (a
+Principal, STS's actions).
 
 The language is IAM's as S3 applies it to a bucket
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements.html and
@@ -105,6 +108,16 @@ class Effect(enum.Enum):
     DENY = "Deny"
 
 
+class Kind(enum.Enum):
+    BUCKET = "bucket"  # a bucket policy: Principal, S3's actions, the bucket's resources
+    IDENTITY = "identity"  # an IAM user's, group's or role's: no Principal, any resource
+    TRUST = "trust"  # a role's trust policy: who may assume it
+
+
+# The services whose actions an identity policy may name (the others' are no request here).
+_IDENTITY_SERVICES = ("s3", "iam", "sts")
+
+
 def malformed(message: str) -> S3Error:
     return S3Error("MalformedPolicy", message)
 
@@ -192,10 +205,16 @@ def wildcard(pattern: str, *, ignore_case: bool = False) -> Wildcard:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks, as a policy sees them: a user's canonical id, which is also its account id
-    here (None: anonymous)."""
+    """Who asks, as a policy sees them: its account's canonical id, which is also its account
+    id here (None: anonymous); for an IAM identity (not an account's root), the ARNs a
+    Principal may name it by. `delegated`: a Principal naming the account matches an IAM
+    identity of it too (the account passes its permission on; the identity's own policies
+    must then allow as well, "Policy evaluation logic" in IAM's guide)."""
 
     canonical_id: str | None
+    arns: frozenset[str] = frozenset()
+    root: bool = True
+    delegated: bool = True
 
 
 @dataclass(frozen=True)
@@ -209,23 +228,34 @@ class PolicyRequest:
 
 # -- principals ----------------------------------------------------------------------------
 
-_ARN_PRINCIPAL = re.compile(r"arn:aws:iam::([^:]+):(root|user/.+|role/.+)")
+_ARN_PRINCIPAL = re.compile(r"arn:aws:(?:iam|sts)::([^:]+):(root|user/.+|role/.+|assumed-role/.+)")
 
 
 @dataclass(frozen=True)
 class Principals:
-    """A Principal element: everyone (`*`), or accounts by id (AWS ARNs and canonical ids),
-    or only services (which no request here comes from)."""
+    """A Principal element: everyone (`*`), accounts by id (an account's root ARN, its id or
+    canonical id), IAM users and roles by ARN, or only services (which no request here comes
+    from)."""
 
     everyone: bool
     accounts: frozenset[str]
+    arns: frozenset[str] = frozenset()
+    # The accounts of `arns`: a user of the users file is an account of its own, and a
+    # user/NAME ARN of its account names it (a display name is not unique).
+    arn_accounts: frozenset[str] = frozenset()
 
     def match(self, caller: Caller) -> bool:
         if self.everyone:
             return True
         if caller.canonical_id is None:
             return False
-        return caller.canonical_id in self.accounts
+        if caller.root:
+            # An account's root answers to its account, by id or by any of its ARNs (every
+            # user of the users file is an account of its own).
+            return caller.canonical_id in self.accounts or caller.canonical_id in self.arn_accounts
+        if caller.arns & self.arns:
+            return True
+        return caller.delegated and caller.canonical_id in self.accounts
 
     def fixed(self) -> bool:
         return not self.everyone
@@ -245,6 +275,8 @@ def _principals(value: object) -> Principals:
     if not isinstance(value, dict) or not value:
         raise malformed("Invalid principal in policy")
     accounts: set[str] = set()
+    arns: set[str] = set()
+    arn_accounts: set[str] = set()
     everyone = False
     for kind, names in value.items():
         if kind not in ("AWS", "CanonicalUser", "Service", "Federated"):
@@ -255,9 +287,12 @@ def _principals(value: object) -> Principals:
             elif kind == "AWS":
                 m = _ARN_PRINCIPAL.fullmatch(name)
                 if m is not None:
-                    # Every user is an account of its own: the ARN's account names it (a
-                    # display name is not unique, so the user/NAME part decides nothing).
-                    accounts.add(m.group(1))
+                    # An account's root by its ARN; an IAM user or role by its ARN.
+                    if m.group(2) == "root":
+                        accounts.add(m.group(1))
+                    else:
+                        arns.add(name)
+                        arn_accounts.add(m.group(1))
                 elif re.fullmatch(r"[A-Za-z0-9$._-]+", name):
                     accounts.add(name)  # an account (here: a canonical) id
                 else:
@@ -267,7 +302,7 @@ def _principals(value: object) -> Principals:
                     raise malformed("Invalid principal in policy")
                 accounts.add(name)
             # Service and Federated principals are valid but no request here is theirs.
-    return Principals(everyone, frozenset(accounts))
+    return Principals(everyone, frozenset(accounts), frozenset(arns), frozenset(arn_accounts))
 
 
 # -- conditions ----------------------------------------------------------------------------
@@ -417,16 +452,18 @@ class Condition:
         return not hit if self.negated else hit
 
 
-def _condition_key(key: str) -> str:
+def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
     low = key.lower()
     if low.startswith("aws:") and len(low) > 4:
+        return low
+    if kind is not Kind.BUCKET and low.partition(":")[0] in _IDENTITY_SERVICES and ":" in low:
         return low
     if low in S3_KEYS or any(low.startswith(p) and len(low) > len(p) for p in _TAG_KEY_PREFIXES):
         return low
     raise malformed("Policy has an invalid condition key")
 
 
-def _conditions(value: object) -> tuple[Condition, ...]:
+def _conditions(value: object, kind: Kind = Kind.BUCKET) -> tuple[Condition, ...]:
     if not isinstance(value, dict):
         raise malformed("Condition must be an object")
     out: list[Condition] = []
@@ -455,7 +492,7 @@ def _conditions(value: object) -> tuple[Condition, ...]:
             out.append(
                 Condition(
                     op_name,
-                    _condition_key(key),
+                    _condition_key(key, kind),
                     tuple(values),
                     match if base != "Null" else None,
                     negated,
@@ -515,24 +552,40 @@ def _pair(doc: dict[str, object], name: str, required: bool = True) -> tuple[obj
     return (plain, False) if plain is not None else (negated, True)
 
 
-def _actions(value: object) -> tuple[Wildcard, ...]:
+_ANY = wildcard("*")
+
+
+_NAME = re.compile(r"[A-Za-z0-9*?]+")
+
+
+def _actions(value: object, kind: Kind) -> tuple[Wildcard, ...]:
     out = []
     for action in _strings(value, "Action"):
         if action == "*":
-            action = "s3:*"
+            action = "s3:*" if kind is Kind.BUCKET else "*"
+            out.append(wildcard(action))
+            continue
         service, sep, name = action.partition(":")
-        if not sep or service.lower() != "s3" or not name:
-            raise malformed("Policy has invalid action")
-        pattern = wildcard("s3:" + name, ignore_case=True)
-        if "*" not in name and "?" not in name and ("s3:" + name).lower() not in _ACTIONS_LOWER:
-            raise malformed("Policy has invalid action")
-        out.append(pattern)
+        service = service.lower()
+        if kind is Kind.BUCKET:
+            if not sep or service != "s3" or not name:
+                raise malformed("Policy has invalid action")
+            if "*" not in name and "?" not in name and ("s3:" + name).lower() not in _ACTIONS_LOWER:
+                raise malformed("Policy has invalid action")
+        elif not sep or not name or not _NAME.fullmatch(name) or not service.isalnum():
+            raise malformed(f"Actions/Conditions must be prefaced by a vendor: {action}")
+        out.append(wildcard(f"{service}:{name}", ignore_case=True))
     return tuple(out)
 
 
-def _resources(value: object, bucket: str) -> tuple[Wildcard, ...]:
+def _resources(value: object, kind: Kind, bucket: str) -> tuple[Wildcard, ...]:
     out = []
     for resource in _strings(value, "Resource"):
+        if kind is not Kind.BUCKET:
+            if resource != "*" and not resource.startswith("arn:"):
+                raise malformed(f'Resource {resource} must be in ARN format or "*".')
+            out.append(wildcard(resource))
+            continue
         if not resource.startswith("arn:aws:s3:::"):
             raise malformed("Policy has invalid resource")
         named = resource[len("arn:aws:s3:::") :].partition("/")[0]
@@ -542,7 +595,7 @@ def _resources(value: object, bucket: str) -> tuple[Wildcard, ...]:
     return tuple(out)
 
 
-def _statement(doc: object, bucket: str) -> Statement:
+def _statement(doc: object, kind: Kind, bucket: str) -> Statement:
     if not isinstance(doc, dict):
         raise malformed("Statement must be an object")
     known = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction"}
@@ -559,23 +612,31 @@ def _statement(doc: object, bucket: str) -> Statement:
     if effect_text not in ("Allow", "Deny"):
         raise malformed(f"Invalid effect: {effect_text}")
     effect = Effect(effect_text)
-    principal, not_principal = _pair(doc, "Principal")
-    if not_principal and effect is Effect.ALLOW:
-        # NotPrincipal is valid only with Deny (reference_policies_elements_notprincipal.html).
-        raise malformed("NotPrincipal is only valid with a Deny effect")
+    if kind is Kind.IDENTITY:
+        if "Principal" in doc or "NotPrincipal" in doc:
+            # "Policy document should not specify a principal" (IAM's MalformedPolicyDocument).
+            raise malformed("Policy document should not specify a principal.")
+        principals, not_principal = Principals(True, frozenset()), False
+    else:
+        principal, not_principal = _pair(doc, "Principal")
+        if not_principal and effect is Effect.ALLOW:
+            # NotPrincipal is valid only with Deny (reference_policies_elements_notprincipal).
+            raise malformed("NotPrincipal is only valid with a Deny effect")
+        principals = _principals(principal)
     action, not_action = _pair(doc, "Action")
-    resource, not_resource = _pair(doc, "Resource")
+    # A trust policy's statements apply to the role they are attached to: no Resource.
+    resource, not_resource = _pair(doc, "Resource", required=kind is not Kind.TRUST)
     condition = doc.get("Condition")
     return Statement(
         sid=sid,
         effect=effect,
-        principals=_principals(principal),
+        principals=principals,
         not_principal=not_principal,
-        actions=_actions(action),
+        actions=_actions(action, kind),
         not_action=not_action,
-        resources=_resources(resource, bucket),
+        resources=_resources(resource, kind, bucket) if resource is not None else (_ANY,),
         not_resource=not_resource,
-        conditions=_conditions(condition) if condition is not None else (),
+        conditions=_conditions(condition, kind) if condition is not None else (),
     )
 
 
@@ -606,8 +667,11 @@ def _no_duplicate_keys(pairs: Iterable[tuple[str, object]]) -> dict[str, object]
     return out
 
 
-def parse(text: str | bytes, bucket: str) -> Policy:
-    """A bucket policy as PutBucketPolicy receives it; MalformedPolicy with AWS's messages."""
+def parse(
+    text: str | bytes, bucket: str = "", kind: Kind = Kind.BUCKET, max_bytes: int = MAX_POLICY_BYTES
+) -> Policy:
+    """A policy as PutBucketPolicy (or IAM's Put*Policy, CreateRole) receives it;
+    MalformedPolicy with AWS's messages."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -619,7 +683,7 @@ def parse(text: str | bytes, bucket: str) -> Policy:
         raise malformed("Policies must be valid JSON and the first byte must be '{'") from None
     if not isinstance(doc, dict):
         raise malformed("Policies must be valid JSON and the first byte must be '{'")
-    if len(json.dumps(doc, separators=(",", ":"))) > MAX_POLICY_BYTES:
+    if len(json.dumps(doc, separators=(",", ":"))) > max_bytes:
         raise malformed("Policy exceeds the maximum allowed document size.")
     unknown = set(doc) - {"Version", "Id", "Statement"}
     if unknown:
@@ -636,10 +700,15 @@ def parse(text: str | bytes, bucket: str) -> Policy:
         statements = [statements]
     if not isinstance(statements, list) or not statements:
         raise malformed("Missing required field Statement")
-    return Policy(tuple(_statement(s, bucket) for s in statements))
+    parsed = tuple(_statement(s, kind, bucket) for s in statements)
+    if kind is not Kind.BUCKET:
+        sids = [s.sid for s in parsed if s.sid is not None]
+        if len(sids) != len(set(sids)):
+            raise malformed("Statement IDs (SID) in a single policy must be unique.")
+    return Policy(parsed)
 
 
 @functools.lru_cache(maxsize=1024)
-def cached(text: str, bucket: str) -> Policy:
+def cached(text: str, bucket: str, kind: Kind = Kind.BUCKET) -> Policy:
     """A stored (already validated) policy, parsed once per text."""
-    return parse(text, bucket)
+    return parse(text, bucket, kind, max_bytes=1 << 20)

@@ -119,6 +119,22 @@ class BlobRow:
     inline: bool
 
 
+class IdentityReader(Protocol):
+    """IAM's rows (gateway/iam/): an account's document and the account of an access key."""
+
+    async def get_identities(self, account: str) -> str | None:
+        """The account's IAM document (JSON text), None: it has none yet."""
+        ...
+
+    async def account_of_key(self, access_key: str) -> str | None:
+        """The account an IAM access key belongs to, None: no such key."""
+        ...
+
+
+class Reader(CatalogReader, IdentityReader, Protocol):
+    """What a catalog's reader serves: the Store's reads and IAM's."""
+
+
 class CatalogAudit(Protocol):
     """Whole-catalog scans for fsck (a stopped gateway's data folder)."""
 
@@ -137,7 +153,7 @@ class CatalogAudit(Protocol):
         ...
 
 
-class CatalogTx(CatalogReader, Protocol):
+class CatalogTx(CatalogReader, IdentityReader, Protocol):
     """One write, inside a transaction that commits (durably) before the write is answered.
     A write that raises is undone alone."""
 
@@ -155,6 +171,20 @@ class CatalogTx(CatalogReader, Protocol):
         ...
 
     async def delete_bucket(self, name: str) -> None: ...
+
+    async def lock_identities(self, account: str) -> str | None:
+        """get_identities, for a change: no other transaction changes them until this one
+        ends."""
+        ...
+
+    async def put_identities(self, account: str, doc: str, new: bool) -> None:
+        """Store the account's IAM document; `new`: lock_identities found none (two writers
+        making an account's first document at once: one of them fails and is tried again)."""
+        ...
+
+    async def put_access_key(self, access_key: str, account: str) -> None: ...
+
+    async def delete_access_key(self, access_key: str) -> None: ...
 
     async def bucket_is_empty(self, name: str) -> bool:
         """No object, no older version and no delete marker."""
@@ -241,7 +271,7 @@ class CatalogTx(CatalogReader, Protocol):
 class Catalog(Protocol):
     """A catalog backend: point reads, scans, and transactions."""
 
-    reader: CatalogReader
+    reader: Reader
     audit: CatalogAudit
 
     async def scan(self, fn: Callable[[CatalogReader], Awaitable[T]]) -> T:

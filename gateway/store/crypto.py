@@ -346,6 +346,20 @@ def _unwrap(kek: bytes | AESGCM, sealed: str) -> bytes:
         raise WrongKey(label) from None
 
 
+def seal_secret(kek: bytes, label: str, secret: bytes) -> str:
+    """`secret` sealed under `kek` (AES-GCM, `label` authenticated): IAM's secret keys and
+    session tokens, under the master key."""
+    return _wrap(kek, label, secret)
+
+
+def open_secret(kek: bytes, sealed: str) -> bytes:
+    """What seal_secret sealed; WrongKey if `kek` did not seal it or it was altered."""
+    try:
+        return _unwrap(kek, sealed)
+    except (ValueError, binascii.Error):
+        raise WrongKey(label_of(sealed)) from None
+
+
 def label_of(sealed: str) -> str:
     """`s3/<id>`, `kms/<key id>` or `c`: what wraps a sealed data key."""
     return sealed.rpartition(":")[0]

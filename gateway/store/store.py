@@ -23,6 +23,7 @@ from .core import (
     lookup,
     require_bucket,
 )
+from .identities import Identities
 from .model import (
     ListPage,
     ObjectInfo,
@@ -37,9 +38,10 @@ __all__ = ["Latest", "Store", "leftover_files", "paired"]
 log = logging.getLogger(__name__)
 
 
-class Store(Buckets, Objects, Uploads):
+class Store(Buckets, Objects, Uploads, Identities):
     """The Store: its buckets (buckets.py), objects and versions (objects.py) and multipart
-    uploads (uploads.py) over what they share (core.py); here, the start-up sweep and reads."""
+    uploads (uploads.py) and IAM's rows (identities.py) over what they share (core.py); here,
+    the start-up sweep and reads."""
 
     async def start(self) -> tuple[int, int]:
         """Sweep what a crash left, then let other processes of this gateway share the folder.

@@ -67,7 +67,7 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     reader = postform.FormReader(aiter(ctx.payload.chunks()), boundary)
     form = await reader.read_fields()
     fields = form.fields
-    signed = ctx.authenticator.post_form(fields)
+    signed = await ctx.authenticator.identify_form(fields)
     key = _key(fields, form.filename)
     policy = None
     if not is_anonymous(signed.user):

@@ -182,6 +182,28 @@ class PostgresTx(ConnReader):
         if await self._run(sql, (*args, *more)) != 1:
             raise Conflict()
 
+    async def lock_identities(self, account: str) -> str | None:
+        row = await self._one(
+            "SELECT doc FROM identities WHERE account = %s FOR UPDATE", (account,)
+        )
+        return row[0] if row else None
+
+    async def put_identities(self, account: str, doc: str, new: bool) -> None:
+        # A first document made by two at once: the second INSERT fails (unique violation)
+        # and its write, run again, finds and locks the first's.
+        if new:
+            await self._run("INSERT INTO identities (account, doc) VALUES (%s, %s)", (account, doc))
+        else:
+            await self._run("UPDATE identities SET doc = %s WHERE account = %s", (doc, account))
+
+    async def put_access_key(self, access_key: str, account: str) -> None:
+        await self._run(
+            "INSERT INTO access_keys (access_key, account) VALUES (%s, %s)", (access_key, account)
+        )
+
+    async def delete_access_key(self, access_key: str) -> None:
+        await self._run("DELETE FROM access_keys WHERE access_key = %s", (access_key,))
+
     async def delete_bucket(self, name: str) -> None:
         await self._run("DELETE FROM buckets WHERE name = %s", (name,))
 

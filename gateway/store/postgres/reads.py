@@ -86,6 +86,7 @@ class Reads:
     _BUCKET_LOCK = ""
     _OBJECT_LOCK = ""
     _UPLOAD_LOCK = ""
+    _IDENTITIES_LOCK = ""
 
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         raise NotImplementedError
@@ -226,6 +227,18 @@ class Reads:
             "SELECT id FROM blobs WHERE id = ANY(%s) AND data IS NULL", (list(blob_ids),)
         )
         return {blob for (blob,) in rows}
+
+    async def get_identities(self, account: str) -> str | None:
+        row = await self._one(
+            f"SELECT doc FROM identities WHERE account = %s{self._IDENTITIES_LOCK}", (account,)
+        )
+        return row[0] if row else None
+
+    async def account_of_key(self, access_key: str) -> str | None:
+        row = await self._one(
+            "SELECT account FROM access_keys WHERE access_key = %s", (access_key,)
+        )
+        return row[0] if row else None
 
 
 class PooledReader(Reads):

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -132,6 +132,18 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE IF NOT EXISTS catalog_id (
             one integer PRIMARY KEY CHECK (one = 1),
             id  text NOT NULL
+        )""",
+    ),
+    # IAM (gateway/iam/): each account's identities as one JSON document, and which account
+    # each access key belongs to.
+    7: (
+        """CREATE TABLE IF NOT EXISTS identities (
+            account     text COLLATE "C" PRIMARY KEY,
+            doc         text NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS access_keys (
+            access_key  text COLLATE "C" PRIMARY KEY,
+            account     text COLLATE "C" NOT NULL
         )""",
     ),
 }

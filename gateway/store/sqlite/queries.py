@@ -237,6 +237,18 @@ class SqliteReader:
             found.update(row[0] for row in rows)
         return found
 
+    async def get_identities(self, account: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT doc FROM identities WHERE account = ?", (account,)
+        ).fetchone()
+        return row[0] if row else None
+
+    async def account_of_key(self, access_key: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT account FROM access_keys WHERE access_key = ?", (access_key,)
+        ).fetchone()
+        return row[0] if row else None
+
 
 class SqliteAudit:
     """api.CatalogAudit: whole-table scans, row by row."""
@@ -315,6 +327,24 @@ class SqliteTx(SqliteReader):
                 f"UPDATE versions SET attrs = ?, lock = ? WHERE bucket = ? AND key = ? AND {where}",
                 (*args, *more),
             )
+
+    async def lock_identities(self, account: str) -> str | None:
+        return await self.get_identities(account)  # one writer at a time
+
+    async def put_identities(self, account: str, doc: str, new: bool) -> None:
+        self.conn.execute(
+            "INSERT INTO identities (account, doc) VALUES (?, ?) "
+            "ON CONFLICT (account) DO UPDATE SET doc = excluded.doc",
+            (account, doc),
+        )
+
+    async def put_access_key(self, access_key: str, account: str) -> None:
+        self.conn.execute(
+            "INSERT INTO access_keys (access_key, account) VALUES (?, ?)", (access_key, account)
+        )
+
+    async def delete_access_key(self, access_key: str) -> None:
+        self.conn.execute("DELETE FROM access_keys WHERE access_key = ?", (access_key,))
 
     async def delete_bucket(self, name: str) -> None:
         self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
@@ -105,6 +105,17 @@ CREATE TABLE IF NOT EXISTS catalog_id (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     id  TEXT NOT NULL
 );
+
+-- IAM (gateway/iam/): each account's users, groups, roles, policies and access keys as one
+-- JSON document, changed in one transaction; and which account each access key belongs to.
+CREATE TABLE IF NOT EXISTS identities (
+    account     TEXT PRIMARY KEY,
+    doc         TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access_keys (
+    access_key  TEXT PRIMARY KEY,
+    account     TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 
@@ -148,6 +159,7 @@ def initialise(path: Path) -> None:
         # 6: blob intents, a table of its own made by SCHEMA (empty: no write in flight).
         # 7: the catalog's id, also recorded in its data folder (Store.check_folder): made by
         # SCHEMA, empty until the next start claims one.
+        # 8: IAM's identities and access keys, tables of their own made by SCHEMA (empty).
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         conn.executescript(
             f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "

@@ -1,0 +1,403 @@
+"""One account's IAM identities as AWS's IAM keeps them: users (with access keys, inline and
+attached policies, groups), groups, roles (with a trust policy) and customer managed policies.
+
+Stored as one JSON document per account (Store.change_identities runs a change alone), so
+every rule below is a pure function of the document: names unique without regard to case,
+AWS's limits, and DeleteConflict while an entity still has what must go first
+(https://docs.aws.amazon.com/IAM/latest/APIReference/, each action's Errors).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import string
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..s3 import policy
+from ..s3.errors import S3Error
+
+NAMESPACE = "https://iam.amazonaws.com/doc/2010-05-08/"
+
+# IAM's quotas (reference_iam-quotas.html).
+MAX_KEYS_PER_USER = 2
+MAX_GROUPS_PER_USER = 10
+MAX_ATTACHED = 10  # managed policies per user, group or role
+MAX_POLICY_VERSIONS = 5
+# Inline policies' aggregate size per identity, in characters without white space.
+INLINE_BYTES = {"user": 2048, "group": 5120, "role": 10240}
+MANAGED_BYTES = 6144
+DEFAULT_SESSION = 3600
+MAX_SESSION_LIMIT = 43200
+
+
+class IamError(Exception):
+    """An IAM or STS error: its code, HTTP status and message, as AWS answers."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def no_such(kind: str, name: str) -> IamError:
+    return IamError("NoSuchEntity", f"The {kind} with name {name} cannot be found.", 404)
+
+
+def _validation(message: str) -> IamError:
+    return IamError("ValidationError", message)
+
+
+_NAME = re.compile(r"[\w+=,.@-]+")
+_PATH = re.compile(r"/|/[\x21-\x7e]*/")
+
+
+def check_name(value: str | None, field: str, limit: int) -> str:
+    if value is None or value == "":
+        raise _validation(f"1 validation error detected: Value null at '{field}' failed to satisfy "
+                           "constraint: Member must not be null")  # fmt: skip
+    if len(value) > limit or not _NAME.fullmatch(value):
+        raise _validation(
+            f"1 validation error detected: Value '{value}' at '{field}' failed to satisfy "
+            f"constraint: Member must have length less than or equal to {limit} and satisfy "
+            r"regular expression pattern: [\w+=,.@-]+"
+        )
+    return value
+
+
+def check_path(value: str | None, field: str = "path") -> str:
+    if value is None:
+        return "/"
+    if len(value) > 512 or not _PATH.fullmatch(value):
+        raise _validation(
+            f"The specified value for {field} is invalid. It must begin and end with / and "
+            "contain only alphanumeric characters and/or / characters."
+        )
+    return value
+
+
+def new_id(prefix: str, n: int = 17) -> str:
+    return prefix + "".join(
+        secrets.choice(string.ascii_uppercase + string.digits) for _ in range(n)
+    )
+
+
+def new_secret() -> str:
+    return "".join(secrets.choice(string.ascii_letters + string.digits + "+/") for _ in range(40))
+
+
+def check_policy(text: str | None, field: str, kind: policy.Kind) -> str:
+    """A policy document as IAM accepts it: MalformedPolicyDocument otherwise."""
+    if text is None or text == "":
+        raise _validation(f"1 validation error detected: Value null at '{field}' failed to "
+                          "satisfy constraint: Member must not be null")  # fmt: skip
+    try:
+        parsed = policy.parse(text, "", kind, max_bytes=1 << 17)
+    except S3Error as exc:
+        raise IamError(
+            "MalformedPolicyDocument", exc.message or "Syntax errors in policy."
+        ) from None
+    if kind is policy.Kind.IDENTITY and not parsed.statements:
+        raise IamError("MalformedPolicyDocument", "Syntax errors in policy.")
+    return text
+
+
+def _squeezed(text: str) -> int:
+    return len(re.sub(r"\s", "", text))
+
+
+# AWS managed policies a user may attach (the S3 and IAM ones; others name no action here).
+AWS_MANAGED: dict[str, str] = {
+    "arn:aws:iam::aws:policy/AmazonS3FullAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["s3:*", "s3-object-lambda:*"], "Resource": "*"}
+            ],
+        }
+    ),
+    "arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "s3:Get*",
+                        "s3:List*",
+                        "s3:Describe*",
+                        "s3-object-lambda:Get*",
+                        "s3-object-lambda:List*",
+                    ],
+                    "Resource": "*",
+                }
+            ],
+        }
+    ),
+    "arn:aws:iam::aws:policy/IAMFullAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "iam:*",
+                        "organizations:DescribeAccount",
+                        "organizations:DescribeOrganization",
+                    ],
+                    "Resource": "*",
+                }
+            ],
+        }
+    ),
+    "arn:aws:iam::aws:policy/IAMReadOnlyAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "iam:GenerateCredentialReport",
+                        "iam:Get*",
+                        "iam:List*",
+                        "iam:SimulateCustomPolicy",
+                        "iam:SimulatePrincipalPolicy",
+                    ],
+                    "Resource": "*",
+                }
+            ],
+        }
+    ),
+}
+
+
+@dataclass
+class Account:
+    """An account's document, changed in place by the operations below."""
+
+    id: str  # the account's id: its canonical id here
+    doc: dict[str, Any]
+
+    @staticmethod
+    def load(account: str, text: str | None) -> Account:
+        doc = json.loads(text) if text else {}
+        for part in ("users", "groups", "roles", "policies"):
+            doc.setdefault(part, {})
+        return Account(account, doc)
+
+    def dump(self) -> str:
+        return json.dumps(self.doc, separators=(",", ":"), sort_keys=True)
+
+    # -- ARNs --
+
+    def arn(self, kind: str, path: str, name: str) -> str:
+        return f"arn:aws:iam::{self.id}:{kind}{path}{name}"
+
+    def root_arn(self) -> str:
+        return f"arn:aws:iam::{self.id}:root"
+
+    # -- finding --
+
+    def _find(self, part: str, kind: str, name: str | None, field: str) -> dict[str, Any]:
+        check_name(name, field, 128 if part in ("groups", "policies") else 64)
+        assert name is not None
+        found = self.doc[part].get(name.lower())
+        if found is None:
+            raise no_such(kind, name)
+        return found
+
+    def user(self, name: str | None) -> dict[str, Any]:
+        return self._find("users", "user", name, "userName")
+
+    def group(self, name: str | None) -> dict[str, Any]:
+        return self._find("groups", "group", name, "groupName")
+
+    def role(self, name: str | None) -> dict[str, Any]:
+        return self._find("roles", "role", name, "roleName")
+
+    def managed(self, arn: str | None) -> tuple[str, dict[str, Any] | None]:
+        """A managed policy's document text and its entry (None: one of AWS's)."""
+        if not arn:
+            raise _validation("1 validation error detected: Value null at 'policyArn'")
+        if arn in AWS_MANAGED:
+            return AWS_MANAGED[arn], None
+        prefix = f"arn:aws:iam::{self.id}:policy"
+        if not arn.startswith(prefix + "/"):
+            raise IamError(
+                "NoSuchEntity", f"Policy {arn} does not exist or is not attachable.", 404
+            )
+        for entry in self.doc["policies"].values():
+            if self.arn("policy", entry["path"], entry["name"]) == arn:
+                return entry["versions"][entry["default"]], entry
+        raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
+
+    def user_of_key(self, access_key: str) -> dict[str, Any] | None:
+        for user in self.doc["users"].values():
+            if access_key in user["keys"]:
+                return user
+        return None
+
+    # -- making --
+
+    def _create(self, part: str, kind: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+        if name.lower() in self.doc[part]:
+            raise IamError(
+                "EntityAlreadyExists", f"{kind.capitalize()} with name {name} already exists.", 409
+            )
+        self.doc[part][name.lower()] = entry
+        return entry
+
+    def create_user(self, name: str | None, path: str | None) -> dict[str, Any]:
+        name = check_name(name, "userName", 64)
+        entry = {"name": name, "path": check_path(path), "id": new_id("AIDA"),
+                 "created": time.time(), "policies": {}, "attached": [], "groups": [],
+                 "keys": {}}  # fmt: skip
+        return self._create("users", "user", name, entry)
+
+    def create_group(self, name: str | None, path: str | None) -> dict[str, Any]:
+        name = check_name(name, "groupName", 128)
+        entry = {"name": name, "path": check_path(path), "id": new_id("AGPA"),
+                 "created": time.time(), "policies": {}, "attached": []}  # fmt: skip
+        return self._create("groups", "group", name, entry)
+
+    def create_role(
+        self, name: str | None, path: str | None, trust: str | None, max_session: str | None,
+        description: str | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        name = check_name(name, "roleName", 64)
+        trust = check_policy(trust, "assumeRolePolicyDocument", policy.Kind.TRUST)
+        entry = {"name": name, "path": check_path(path), "id": new_id("AROA"),
+                 "created": time.time(), "trust": trust,
+                 "max_session": _session_limit(max_session), "description": description or "",
+                 "policies": {}, "attached": []}  # fmt: skip
+        return self._create("roles", "role", name, entry)
+
+    def create_policy(
+        self, name: str | None, path: str | None, text: str | None, description: str | None
+    ) -> dict[str, Any]:
+        name = check_name(name, "policyName", 128)
+        text = check_policy(text, "policyDocument", policy.Kind.IDENTITY)
+        if _squeezed(text) > MANAGED_BYTES:
+            raise IamError(
+                "LimitExceeded", f"Cannot exceed quota for PolicySize: {MANAGED_BYTES}", 409
+            )
+        entry = {"name": name, "path": check_path(path), "id": new_id("ANPA"),
+                 "created": time.time(), "updated": time.time(), "description": description or "",
+                 "versions": {"v1": text}, "default": "v1", "next": 2}  # fmt: skip
+        return self._create("policies", "policy", name, entry)
+
+    # -- policies of an identity --
+
+    def put_inline(
+        self, kind: str, entry: dict[str, Any], name: str | None, text: str | None
+    ) -> None:
+        name = check_name(name, "policyName", 128)
+        text = check_policy(text, "policyDocument", policy.Kind.IDENTITY)
+        others = sum(_squeezed(t) for n, t in entry["policies"].items() if n != name)
+        if others + _squeezed(text) > INLINE_BYTES[kind]:
+            raise IamError("LimitExceeded", f"Maximum policy size of {INLINE_BYTES[kind]} bytes "
+                           f"exceeded for {kind} {entry['name']}", 409)  # fmt: skip
+        entry["policies"][name] = text
+
+    def inline(self, kind: str, entry: dict[str, Any], name: str | None) -> str:
+        name = check_name(name, "policyName", 128)
+        text = entry["policies"].get(name)
+        if text is None:
+            raise IamError(
+                "NoSuchEntity", f"The {kind} policy with name {name} cannot be found.", 404
+            )
+        return text
+
+    def delete_inline(self, kind: str, entry: dict[str, Any], name: str | None) -> None:
+        self.inline(kind, entry, name)
+        del entry["policies"][name]
+
+    def attach(self, entry: dict[str, Any], arn: str | None) -> None:
+        _, _managed = self.managed(arn)
+        if arn in entry["attached"]:
+            return
+        if len(entry["attached"]) >= MAX_ATTACHED:
+            raise IamError(
+                "LimitExceeded", f"Cannot exceed quota for PoliciesPerUser: {MAX_ATTACHED}", 409
+            )
+        entry["attached"].append(arn)
+
+    def detach(self, entry: dict[str, Any], arn: str | None) -> None:
+        self.managed(arn)
+        if arn not in entry["attached"]:
+            raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
+        entry["attached"].remove(arn)
+
+    def attachments(self, arn: str) -> int:
+        parts = ("users", "groups", "roles")
+        return sum(arn in e["attached"] for part in parts for e in self.doc[part].values())
+
+    # -- deleting --
+
+    def delete_user(self, name: str | None) -> list[str]:
+        user = self.user(name)
+        if user["keys"] or user["policies"] or user["attached"] or user["groups"]:
+            raise IamError("DeleteConflict", "Cannot delete entity, must delete access keys, "
+                           "policies and group memberships first.", 409)  # fmt: skip
+        del self.doc["users"][user["name"].lower()]
+        return []
+
+    def delete_group(self, name: str | None) -> None:
+        group = self.group(name)
+        if group["policies"] or group["attached"]:
+            raise IamError(
+                "DeleteConflict", "Cannot delete entity, must delete policies first.", 409
+            )
+        if any(group["name"].lower() in u["groups"] for u in self.doc["users"].values()):
+            raise IamError(
+                "DeleteConflict", "Cannot delete entity, must remove users from group first.", 409
+            )
+        del self.doc["groups"][group["name"].lower()]
+
+    def delete_role(self, name: str | None) -> None:
+        role = self.role(name)
+        if role["policies"] or role["attached"]:
+            raise IamError(
+                "DeleteConflict", "Cannot delete entity, must delete policies first.", 409
+            )
+        del self.doc["roles"][role["name"].lower()]
+
+    def delete_policy(self, arn: str | None) -> None:
+        _, entry = self.managed(arn)
+        if entry is None:
+            raise IamError("AccessDenied", "An AWS managed policy cannot be deleted.", 403)
+        assert arn is not None
+        if self.attachments(arn):
+            raise IamError("DeleteConflict", "Cannot delete a policy attached to entities.", 409)
+        del self.doc["policies"][entry["name"].lower()]
+
+    # -- what an identity may do --
+
+    def user_policies(self, user: dict[str, Any]) -> list[str]:
+        """Every identity policy that applies to `user`: its own (inline and attached) and its
+        groups'."""
+        texts = list(user["policies"].values())
+        texts += [self.managed(arn)[0] for arn in user["attached"]]
+        for group_name in user["groups"]:
+            group = self.doc["groups"].get(group_name)
+            if group is not None:
+                texts += list(group["policies"].values())
+                texts += [self.managed(arn)[0] for arn in group["attached"]]
+        return texts
+
+    def role_policies(self, role: dict[str, Any]) -> list[str]:
+        return list(role["policies"].values()) + [self.managed(a)[0] for a in role["attached"]]
+
+
+def _session_limit(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_SESSION
+    if not value.isdigit() or not DEFAULT_SESSION <= int(value) <= MAX_SESSION_LIMIT:
+        raise _validation(
+            f"1 validation error detected: Value '{value}' at 'maxSessionDuration' failed to "
+            "satisfy constraint: Member must have value less than or equal to 43200 and "
+            "greater than or equal to 3600"
+        )
+    return int(value)

@@ -1,0 +1,213 @@
+"""Who an access key is: an account's root (the users file), an IAM user's key, or temporary
+credentials from STS, as the `User` authentication verifies a signature with and authorisation
+judges.
+
+Roots are fixed at start. IAM's keys live in the catalog: the first request with a key reads
+it (its account's document), and the answer is kept for at most `ttl` seconds
+(--iam-cache-seconds), so that a key made on any node works at once, and a key deactivated or
+deleted on any node stops working within `ttl` (at once on the worker that changed it).
+
+Temporary credentials carry themselves: the session token is the credentials' secret, expiry
+and origin sealed under the data folder's master key (every node of a cluster shares it), so
+no node stores them; each use still checks that their origin stands (the key that made them,
+or the role they assumed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ..s3 import policy
+from ..s3.errors import S3Error
+from ..store import Store, crypto
+from ..users import Identity, User
+from .account import Account
+
+TOKEN_LABEL = "sts"
+
+
+def seal_token(master: bytes, claims: Mapping[str, Any]) -> str:
+    return crypto.seal_secret(master, TOKEN_LABEL, json.dumps(claims).encode())
+
+
+def open_token(master: bytes | None, token: str) -> dict[str, Any]:
+    """The claims of a session token; InvalidToken if it is not one this gateway sealed."""
+    if master is None or not token.startswith(TOKEN_LABEL + ":"):
+        raise S3Error("InvalidToken")
+    try:
+        claims = json.loads(crypto.open_secret(master, token))
+    except (crypto.WrongKey, ValueError):
+        raise S3Error("InvalidToken") from None
+    if not isinstance(claims, dict):
+        raise S3Error("InvalidToken")
+    return claims
+
+
+def _policies(texts: list[str]) -> tuple[policy.Policy, ...]:
+    return tuple(policy.cached(t, "", policy.Kind.IDENTITY) for t in texts)
+
+
+def user_identity(account: Account, user: dict[str, Any]) -> Identity:
+    arn = account.arn("user", user["path"], user["name"])
+    return Identity(
+        arn=arn,
+        user_id=user["id"],
+        arns=frozenset({arn}),
+        policies=_policies(account.user_policies(user)),
+        direct_arns=frozenset({arn}),
+    )
+
+
+def role_identity(
+    account: Account, role: dict[str, Any], session: str, session_policy: str | None
+) -> Identity:
+    role_arn = account.arn("role", role["path"], role["name"])
+    assumed = f"arn:aws:sts::{account.id}:assumed-role/{role['name']}/{session}"
+    return Identity(
+        arn=assumed,
+        user_id=f"{role['id']}:{session}",
+        arns=frozenset({assumed, role_arn}),
+        policies=_policies(account.role_policies(role)),
+        session_policy=(
+            None
+            if session_policy is None
+            else policy.cached(session_policy, "", policy.Kind.IDENTITY)
+        ),
+        direct_arns=frozenset({assumed}),
+    )
+
+
+class Principals(Mapping[str, User]):
+    """The Authenticator's users: the roots, and what `prepare` found of IAM's keys and
+    temporary credentials (a Mapping, so that the signature checks stay synchronous)."""
+
+    def __init__(
+        self,
+        roots: Mapping[str, User],
+        store: Store | None,
+        master: bytes | None,
+        ttl: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.roots = roots
+        self.by_account = {u.canonical_id: u for u in roots.values()}
+        self._store = store
+        self.master = master
+        self._ttl = ttl
+        self._clock = clock
+        self._wall = wall
+        self._cache: dict[str, tuple[float, User]] = {}
+
+    # -- Mapping --
+
+    def __getitem__(self, access_key: str) -> User:
+        root = self.roots.get(access_key)
+        if root is not None:
+            return root
+        found = self._cache.get(access_key)
+        if found is None or found[0] < self._clock():
+            raise KeyError(access_key)
+        return found[1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.roots)
+
+    def __len__(self) -> int:
+        return len(self.roots)
+
+    def forget(self, access_keys: list[str] | None = None) -> None:
+        """Drop what is kept of these keys (None: of all): a change on this worker counts
+        at once."""
+        if access_keys is None:
+            self._cache.clear()
+        for key in access_keys or ():
+            self._cache.pop(key, None)
+
+    # -- finding --
+
+    def check_token(self, user: User, token: str | None) -> None:
+        check_token(user, token)
+
+    async def prepare(self, access_key: str, token: str | None) -> None:
+        """Make `access_key` (with its session token, if the request sent one) known to
+        __getitem__ if it is anyone's; nothing if it is no one's (authentication then
+        answers InvalidAccessKeyId)."""
+        if not token:
+            if access_key in self.roots:
+                return
+            found = self._cache.get(access_key)
+            if found is not None and found[0] >= self._clock():
+                return  # (temporary credentials without their token: check_token refuses)
+            self._cache.pop(access_key, None)
+            user = await self._key_user(access_key)
+        else:
+            found = self._cache.get(access_key)
+            if found is not None and found[0] >= self._clock() and found[1].session_token == token:
+                return
+            self._cache.pop(access_key, None)
+            user = await self._token_user(access_key, token)
+        if user is not None:
+            self._cache[access_key] = (self._clock() + self._ttl, user)
+
+    async def _document(self, account: str) -> Account:
+        assert self._store is not None
+        return Account.load(account, await self._store.get_identities(account))
+
+    async def _key_user(self, access_key: str) -> User | None:
+        if self._store is None or self.master is None:
+            return None
+        account_id = await self._store.account_of_key(access_key)
+        root = self.by_account.get(account_id or "")
+        if root is None:
+            return None
+        account = await self._document(root.canonical_id)
+        user = account.user_of_key(access_key)
+        if user is None or user["keys"][access_key]["status"] != "Active":
+            return None
+        secret = crypto.open_secret(self.master, user["keys"][access_key]["secret"]).decode()
+        return User(
+            access_key, secret, root.display_name, root.canonical_id, user_identity(account, user)
+        )
+
+    async def _token_user(self, access_key: str, token: str) -> User | None:
+        claims = open_token(self.master, token)
+        if claims.get("ak") != access_key:
+            raise S3Error("InvalidToken")
+        if self._wall() >= claims["exp"]:
+            raise S3Error("ExpiredToken")
+        root = self.by_account.get(claims["acc"])
+        if root is None:
+            raise S3Error("InvalidToken")
+        identity = None
+        if claims["kind"] == "root":
+            if root.access_key != claims["parent"]:
+                return None  # the root's key changed: what it made goes with it
+        else:
+            account = await self._document(root.canonical_id)
+            if claims["kind"] == "user":
+                user = account.user_of_key(claims["parent"])
+                if user is None or user["keys"][claims["parent"]]["status"] != "Active":
+                    return None
+                identity = user_identity(account, user)
+            else:
+                role = account.doc["roles"].get(claims["role"].lower())
+                if role is None or role["id"] != claims["role_id"]:
+                    return None
+                identity = role_identity(account, role, claims["session"], claims.get("policy"))
+        return User(access_key, claims["sk"], root.display_name, root.canonical_id, identity, token)
+
+
+def check_token(user: User, token: str | None) -> None:
+    """Temporary credentials are valid with their own session token alone, and a token goes
+    with temporary credentials alone."""
+    if user.session_token != (token or ""):
+        raise S3Error("InvalidToken")
+
+
+def request_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The session token a request carries (header, or a presigned URL's parameter)."""
+    return headers.get("x-amz-security-token") or query.get("X-Amz-Security-Token")
