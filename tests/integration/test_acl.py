@@ -390,6 +390,59 @@ def test_ownership_controls(legacy):
     assert error(legacy.alt.get_bucket_ownership_controls, Bucket=b) == ("AccessDenied", 403)
 
 
+def test_recreating_your_own_bucket_resets_its_acl(legacy):
+    """In us-east-1 AWS "returns 200 OK and resets the bucket access control lists (ACLs)"
+    when the owner creates its bucket again (API_CreateBucket.html): to what the request
+    asks, private when it asks for nothing; the objects and other settings stay."""
+    b = legacy.new_bucket(ACL="public-read")
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"kept", ACL="public-read")
+    policy = json.dumps(
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": ALT_ID},
+                    "Action": "s3:GetObject",
+                    "Resource": f"arn:aws:s3:::{b}/*",
+                }
+            ]
+        }
+    )
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy)
+    legacy.owner.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    assert legacy.anon.list_objects_v2(Bucket=b)["KeyCount"] == 1
+
+    legacy.owner.create_bucket(Bucket=b)
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [(OWNER_ID, "FULL_CONTROL")]
+    assert error(legacy.anon.list_objects_v2, Bucket=b) == ("AccessDenied", 403)
+    # Only the bucket's ACL: the object's, the policy and versioning are as they were.
+    assert legacy.anon.get_object(Bucket=b, Key="k")["Body"].read() == b"kept"
+    assert legacy.owner.get_bucket_policy(Bucket=b)["Policy"] == policy
+    assert legacy.owner.get_bucket_versioning(Bucket=b)["Status"] == "Enabled"
+
+    legacy.owner.create_bucket(Bucket=b, GrantRead=f"id={ALT_ID}")
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [(ALT_ID, "READ")]
+    legacy.owner.create_bucket(Bucket=b, ACL="public-read")
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [
+        (ALL_USERS, "READ"),
+        (OWNER_ID, "FULL_CONTROL"),
+    ]
+    # Another account's attempt is BucketAlreadyExists and resets nothing.
+    assert error(legacy.alt.create_bucket, Bucket=b) == ("BucketAlreadyExists", 409)
+    assert legacy.anon.list_objects_v2(Bucket=b)["KeyCount"] == 1
+    # ACLs disabled: only the owner's own ACL may be asked for, as at a bucket's creation.
+    legacy.owner.create_bucket(Bucket=b)
+    legacy.owner.put_bucket_ownership_controls(
+        Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    )
+    assert error(legacy.owner.create_bucket, Bucket=b, ACL="public-read") == (
+        "InvalidBucketAclWithObjectOwnership",
+        400,
+    )
+    legacy.owner.create_bucket(Bucket=b, ACL="private")
+    assert legacy.owner.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
+
+
 def test_bucket_owner_enforced_objects_belong_to_the_bucket_owner(aws):
     b = aws.new_bucket()
     grant = {
