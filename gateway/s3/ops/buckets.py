@@ -81,6 +81,8 @@ def _requested_access(ctx: Context) -> tuple[grants.Acl | None, str | None]:
     me = ctx.user.canonical_id
     # The bucket-owner-* canned ACLs are the owner's alone on a bucket (acl-overview.html).
     acl = grants.from_headers(ctx.headers, me, me, ctx.users_by_id.__contains__)
+    if acl is not None:
+        acl = ctx.resolve_emails(acl)
     chosen = ctx.headers.get("x-amz-object-ownership")
     if chosen is not None and chosen not in OWNERSHIPS:
         raise invalid_argument(
