@@ -52,6 +52,7 @@ class Settings:
     bucket_defaults: str = "aws"
     kms_keys: Path | None = None
     sse_c_over_http: str = "refuse"
+    email_grants: str = "refuse"
     # The web console's HOST and PORT (None: no console).
     console: tuple[str, int] | None = None
 
@@ -139,6 +140,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("kms-keys", str, None, "TOML file of local KMS keys for SSE-KMS ([[key]] id, arn, enabled)"),
     # AWS refuses SSE-C over HTTP; the s3-tests runner, like the suite's home server, allows it.
     ("sse-c-over-http", str, "refuse", "SSE-C requests over plain HTTP: refuse (as AWS) or allow"),
+    # AWS has refused grants by e-mail address since 1 October 2025 (API_PutBucketAcl.html);
+    # ceph's s3-tests still grant by one.
+    (
+        "email-grants",
+        str,
+        "refuse",
+        "ACL grants by emailAddress: refuse (405, as AWS since October 2025) or resolve (to "
+        "the users file's user with that email)",
+    ),
     ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
     ("log-level", str, "info", "debug, info, warning or error"),
     ("log-format", str, "text", "text, or json: one JSON object per line"),
@@ -199,6 +209,7 @@ _RANGES: dict[str, tuple[float, float]] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "md5-backend": ("hashlib", "openssl"),
     "sse-c-over-http": ("refuse", "allow"),
+    "email-grants": ("refuse", "resolve"),
     "loop": ("asyncio", "uvloop"),
     "log-level": ("debug", "info", "warning", "error"),
     "log-format": ("text", "json"),
@@ -361,6 +372,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         bucket_defaults=values["bucket-defaults"],
         kms_keys=paths["kms-keys"],
         sse_c_over_http=values["sse-c-over-http"],
+        email_grants=values["email-grants"],
         console=(
             _address(values["console-address"], "console-address")
             if values["console-address"]

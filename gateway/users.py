@@ -46,26 +46,31 @@ class User:
     canonical_id: str  # the account's
     identity: Identity | None = None  # None: the account's root
     session_token: str = ""  # temporary credentials (STS) are valid only with their token
+    # The address an e-mail grant names this user by, under --email-grants resolve ("": none).
+    email: str = ""
 
 
 def _random(alphabet: str, n: int) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
-def _user(access: str, secret: str, display_name: str = "s3gw", canonical_id: str = "") -> User:
+def _user(
+    access: str, secret: str, display_name: str = "s3gw", canonical_id: str = "", email: str = ""
+) -> User:
     # The default canonical id is derived from the access key: stable across restarts.
     return User(
         access_key=access,
         secret_key=secret,
         display_name=display_name,
         canonical_id=canonical_id or hashlib.sha256(b"s3gw-user:" + access.encode()).hexdigest(),
+        email=email,
     )
 
 
 # Letters, digits and a few marks: a key with "/", ",", "=", ":" or a space could not be parsed
 # back out of a SigV4 Credential or a SigV2 Authorization header (AWS's own are [A-Z0-9]).
 _ACCESS_KEY = re.compile(r"[A-Za-z0-9._~+-]+")
-_USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id"}
+_USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id", "email"}
 # AWS lets no one choose a secret key (it makes 40 characters); MinIO, which does, asks for
 # at least 8, and so do we, of the users file and of S3GW_SECRET_KEY alike.
 MIN_SECRET_KEY = 8
@@ -103,7 +108,7 @@ def _one_account_each(where: str, users: Iterable[User]) -> None:
 
 def read_users_file(path: Path) -> list[User]:
     """A TOML users file: `[[user]]` tables with access_key, secret_key, and optionally
-    display_name and canonical_id."""
+    display_name, canonical_id and email."""
     where, document = read_toml(path, "users")
     entries = document.get("user")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -112,6 +117,7 @@ def read_users_file(path: Path) -> list[User]:
         raise StartError(f"{where}: unknown {sorted(set(document) - {'user'})[0]!r}")
     users: list[User] = []
     seen: set[str] = set()
+    emails: dict[str, str] = {}
     for i, entry in enumerate(entries, 1):
         unknown = set(entry) - _USER_FIELDS
         if unknown:
@@ -124,12 +130,19 @@ def read_users_file(path: Path) -> list[User]:
         if access in seen:
             raise StartError(f"{where}: access key {access} is defined twice")
         seen.add(access)
+        email = entry.get("email", "")
+        if not isinstance(email, str):
+            raise StartError(f"{where}: user {i} has an email that is not a string")
+        # A grant by e-mail address names one account (--email-grants resolve).
+        if email and emails.setdefault(email.lower(), access) != access:
+            raise StartError(f"{where}: users {emails[email.lower()]} and {access} have one email")
         users.append(
             _user(
                 access,
                 secret,
                 str(entry.get("display_name", access)),
                 str(entry.get("canonical_id", "")),
+                email,
             )
         )
     _one_account_each(where, users)

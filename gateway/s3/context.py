@@ -14,6 +14,7 @@ from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
 from ..store.store import Latest
 from ..users import User
+from . import grants
 from .auth import Authenticator
 from .authorize import Allowed
 from .errors import S3Error
@@ -60,6 +61,38 @@ class Context:
     # GetObject and HeadObject of the latest version: that version, read with the bucket
     # (None: not read, or the key has no object; the operation looks it up).
     latest: Latest = None
+
+    def __post_init__(self) -> None:
+        # The dispatcher reads an object write's ACL headers (object_acl_for_write) without
+        # the settings: its grants by e-mail address are refused or resolved here, before the
+        # operation reads a byte of the body.
+        self.object_acl = self.resolve_stored_emails(self.object_acl)
+
+    def resolve_stored_emails(self, stored: str | None) -> str | None:
+        """`resolve_emails` of an ACL as object_acl_for_write gives it (stored JSON)."""
+        if stored is None:
+            return None
+        acl = grants.from_json(stored)
+        resolved = self.resolve_emails(acl)
+        return stored if resolved is acl else resolved.to_json()
+
+    def resolve_emails(self, acl: grants.Acl) -> grants.Acl:
+        """An ACL whose grants by e-mail address are made canonical users' grants
+        (`email_grantee`)."""
+        return grants.resolve_emails(acl, self.email_grantee)
+
+    def email_grantee(self, address: str) -> str:
+        """The canonical id a grant by e-mail address names. AWS refuses such grants since
+        1 October 2025: "the request will receive an HTTP 405 (Method Not Allowed) error"
+        (API_PutBucketAcl.html, API_PutBucketLogging.html). Under --email-grants resolve, the
+        users file's user with that email, or 400 UnresolvableGrantByEmailAddress."""
+        if self.settings.email_grants != "resolve":
+            raise S3Error("MethodNotAllowed")
+        wanted = address.lower()
+        for user in self.users_by_id.values():
+            if user.email and user.email.lower() == wanted:
+                return user.canonical_id
+        raise S3Error("UnresolvableGrantByEmailAddress", EmailAddress=address)
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:

@@ -199,13 +199,24 @@ def _grantee(kind: str, value: str, permission: str, known: Callable[[str], bool
         raise invalid_argument("Invalid id", "CanonicalUser/ID", value)
     if kind == "uri" and value not in GROUPS:
         raise invalid_argument("Invalid group uri", "Group/URI", value)
-    if kind == "email":
-        # The users file gives no user an e-mail address: none can be resolved.
-        raise S3Error(
-            "UnresolvableGrantByEmailAddress",
-            EmailAddress=value,
-        )
+    # A grant by e-mail address is kept as one until `resolve_emails` (which knows the
+    # settings) refuses it or makes it a canonical user's.
     return Grant(kind, value, permission)
+
+
+def resolve_emails(acl: Acl, canonical_id: Callable[[str], str]) -> Acl:
+    """`acl` with its grants by e-mail address made grants to the canonical user
+    `canonical_id(address)` names (which raises the error of an address it does not take), as
+    AWS stored them."""
+    if all(g.kind != "email" for g in acl.grants):
+        return acl
+    return Acl(
+        acl.owner,
+        tuple(
+            Grant("id", canonical_id(g.value), g.permission) if g.kind == "email" else g
+            for g in acl.grants
+        ),
+    )
 
 
 def _malformed() -> S3Error:

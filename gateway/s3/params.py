@@ -10,6 +10,8 @@ import binascii
 import email.utils
 import re
 from collections.abc import Callable, Mapping
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 
 from ..limits import MAX_KEY_BYTES, MAX_PART_NUMBER
 from ..store import Bucket, DeleteCondition, ObjectAttrs
@@ -107,6 +109,21 @@ def check_key(key: str) -> str:
     return key
 
 
+def user_metadata_value(value: str) -> str:
+    """An x-amz-meta-* value as stored: "Values of such headers are character decoded as per
+    RFC 2047 before storing" (UsingMetadata.html, "User-defined object metadata"), so
+    `=?UTF-8?B?w6k=?=` is stored as `é`; a value without encoded words is kept as sent.
+    objects.user_metadata_header encodes it again on the way out."""
+    if "=?" not in value:
+        return value
+    try:
+        return str(make_header(decode_header(value)))
+    except (HeaderParseError, LookupError, UnicodeDecodeError):
+        # A malformed encoded word (an unknown charset, bytes it cannot decode): the value
+        # is kept as sent, which is ASCII and so can be sent back as it came.
+        return value
+
+
 def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
     """The metadata a PUT (or a copy with REPLACE) sets on an object."""
     stored = {name: headers[name] for name in STORED_HEADERS if name in headers}
@@ -123,6 +140,7 @@ def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
         if lower.startswith("x-amz-meta-"):
             suffix = lower[len("x-amz-meta-") :]
             try:
+                value = user_metadata_value(value)
                 size += len(suffix.encode()) + len(value.encode())
             except UnicodeEncodeError as exc:  # bytes that were not UTF-8 on the wire
                 raise invalid_argument(

@@ -16,6 +16,7 @@ from tests.server import GatewayProcess
 
 OWNER_ID = "0wner0000000000000000000000000000000000000000000000000000000000a"
 ALT_ID = "a1t0000000000000000000000000000000000000000000000000000000000000b"
+ALT_EMAIL = "alt@example.com"  # what a grant by e-mail address names it by (--email-grants)
 USERS = f"""
 [[user]]
 access_key = "OWNERACCESSKEY000001"
@@ -28,6 +29,7 @@ access_key = "ALTACCESSKEY00000001"
 secret_key = "alt-secret"
 display_name = "alt"
 canonical_id = "{ALT_ID}"
+email = "{ALT_EMAIL}"
 """
 
 
@@ -47,7 +49,8 @@ class Accounts:
         return name
 
 
-def start(tmp: Path, bucket_defaults: str, catalog: str | None = None) -> Accounts:
+def start(tmp: Path, bucket_defaults: str, catalog: str | None = None, **settings: str) -> Accounts:
+    """`settings`: more S3GW_* variables."""
     users = tmp / "users.toml"
     users.write_text(USERS)
     env = {
@@ -55,6 +58,7 @@ def start(tmp: Path, bucket_defaults: str, catalog: str | None = None) -> Accoun
         "S3GW_ACCESS_KEY": "",
         "S3GW_SECRET_KEY": "",
         "S3GW_BUCKET_DEFAULTS": bucket_defaults,
+        **settings,
     }
     server = GatewayProcess(tmp / "data", env, catalog=catalog).start()
     return Accounts(
@@ -65,16 +69,16 @@ def start(tmp: Path, bucket_defaults: str, catalog: str | None = None) -> Accoun
     )
 
 
-def accounts_fixture(bucket_defaults: str) -> Any:
-    """A module-scoped fixture: a gateway started with --bucket-defaults `bucket_defaults`, on
-    each catalog."""
+def accounts_fixture(bucket_defaults: str, **settings: str) -> Any:
+    """A module-scoped fixture: a gateway started with --bucket-defaults `bucket_defaults`
+    (and the S3GW_* variables `settings`), on each catalog."""
 
     @pytest.fixture(scope="module")
     def fixture(
         tmp_path_factory: pytest.TempPathFactory, new_catalog: Callable[[], str | None]
     ) -> Iterator[Accounts]:
         tmp = tmp_path_factory.mktemp(bucket_defaults)
-        accounts = start(tmp, bucket_defaults, new_catalog())
+        accounts = start(tmp, bucket_defaults, new_catalog(), **settings)
         yield accounts
         accounts.server.stop()
 

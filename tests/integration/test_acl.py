@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.integration.accounts import (
+    ALT_EMAIL,
     ALT_ID,
     OWNER_ID,
     accounts_fixture,
@@ -20,6 +21,7 @@ LOG_DELIVERY = "http://acs.amazonaws.com/groups/s3/LogDelivery"
 
 aws = accounts_fixture("aws")
 legacy = accounts_fixture("legacy")
+legacy_email = accounts_fixture("legacy", S3GW_EMAIL_GRANTS="resolve")
 
 
 def grants(acl: dict) -> list[tuple[str, str]]:
@@ -276,7 +278,7 @@ def test_acl_request_errors_change_nothing(legacy):
         ({"GrantRead": 'fakekey="1"'}, ("InvalidArgument", 400)),
         ({"GrantRead": 'id="nobody"'}, ("InvalidArgument", 400)),
         ({"GrantRead": 'uri="http://example.com/group"'}, ("InvalidArgument", 400)),
-        ({"GrantRead": 'emailAddress="a@example.com"'}, ("UnresolvableGrantByEmailAddress", 400)),
+        ({"GrantRead": f'emailAddress="{ALT_EMAIL}"'}, ("MethodNotAllowed", 405)),
         (
             {
                 "AccessControlPolicy": {
@@ -295,6 +297,90 @@ def test_acl_request_errors_change_nothing(legacy):
     for kw, expected in cases:
         assert error(put, Bucket=b, **kw) == expected, kw
     assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [(OWNER_ID, "FULL_CONTROL")]
+
+
+def _email_policy(email: str) -> dict:
+    """An AccessControlPolicy granting READ to `email`, and FULL_CONTROL to the owner."""
+    return {
+        "Owner": {"ID": OWNER_ID},
+        "Grants": [
+            {
+                "Grantee": {"EmailAddress": email, "Type": "AmazonCustomerByEmail"},
+                "Permission": "READ",
+            },
+            {"Grantee": {"ID": OWNER_ID, "Type": "CanonicalUser"}, "Permission": "FULL_CONTROL"},
+        ],
+    }
+
+
+def test_grants_by_email_address_are_refused(legacy):
+    """AWS has answered 405 to any ACL granting by e-mail address since 1 October 2025
+    (API_PutBucketAcl.html, and the same notice on PutObjectAcl, PutObject, CopyObject,
+    CreateMultipartUpload, CreateBucket and PutBucketLogging); nothing is written."""
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"x")
+    by_email = {"GrantRead": f'emailAddress="{ALT_EMAIL}"'}
+    o = legacy.owner
+    calls = [
+        (o.put_bucket_acl, {"Bucket": b, **by_email}),
+        (o.put_bucket_acl, {"Bucket": b, "AccessControlPolicy": _email_policy(ALT_EMAIL)}),
+        (o.put_object_acl, {"Bucket": b, "Key": "k", **by_email}),
+        (o.put_object, {"Bucket": b, "Key": "new", "Body": b"x", **by_email}),
+        (o.copy_object, {"Bucket": b, "Key": "copy", "CopySource": f"{b}/k", **by_email}),
+        (o.create_multipart_upload, {"Bucket": b, "Key": "mp", **by_email}),
+        (o.create_bucket, {"Bucket": f"{b}-email", **by_email}),
+    ]
+    for call, kw in calls:
+        assert error(call, **kw) == ("MethodNotAllowed", 405), call.__name__
+    logging = {
+        "LoggingEnabled": {
+            "TargetBucket": b,
+            "TargetPrefix": "logs/",
+            "TargetGrants": [
+                {
+                    "Grantee": {"EmailAddress": ALT_EMAIL, "Type": "AmazonCustomerByEmail"},
+                    "Permission": "READ",
+                }
+            ],
+        }
+    }
+    assert error(o.put_bucket_logging, Bucket=b, BucketLoggingStatus=logging) == (
+        "MethodNotAllowed",
+        405,
+    )
+    assert grants(o.get_bucket_acl(Bucket=b)) == [(OWNER_ID, "FULL_CONTROL")]
+    assert grants(o.get_object_acl(Bucket=b, Key="k")) == [(OWNER_ID, "FULL_CONTROL")]
+    assert [x["Key"] for x in o.list_objects_v2(Bucket=b)["Contents"]] == ["k"]
+    assert o.list_multipart_uploads(Bucket=b).get("Uploads", []) == []
+    assert error(o.head_bucket, Bucket=f"{b}-email") == ("404", 404)
+    assert "LoggingEnabled" not in o.get_bucket_logging(Bucket=b)
+
+
+def test_grants_by_email_address_resolve_under_the_legacy_setting(legacy_email):
+    """--email-grants resolve: an address is the users file's user with that email, stored
+    as a grant to its canonical id (as AWS stored them); an unknown one is 400."""
+    accounts = legacy_email
+    b = accounts.new_bucket()
+    o = accounts.owner
+    o.put_bucket_acl(Bucket=b, GrantRead=f'emailAddress="{ALT_EMAIL.upper()}"')
+    acl = o.get_bucket_acl(Bucket=b)
+    assert grants(acl) == [(ALT_ID, "READ")]
+    assert acl["Grants"][0]["Grantee"]["Type"] == "CanonicalUser"
+    assert accounts.alt.list_objects_v2(Bucket=b)["KeyCount"] == 0
+    o.put_bucket_acl(Bucket=b, AccessControlPolicy=_email_policy(ALT_EMAIL))
+    assert grants(o.get_bucket_acl(Bucket=b)) == [(ALT_ID, "READ"), (OWNER_ID, "FULL_CONTROL")]
+    # The object writes take theirs from the headers the dispatcher reads.
+    o.put_object(Bucket=b, Key="k", Body=b"x", GrantRead=f'emailAddress="{ALT_EMAIL}"')
+    assert grants(o.get_object_acl(Bucket=b, Key="k")) == [(ALT_ID, "READ")]
+    assert accounts.alt.get_object(Bucket=b, Key="k")["Body"].read() == b"x"
+    o.create_bucket(Bucket=f"{b}-email", GrantFullControl=f'emailAddress="{ALT_EMAIL}"')
+    assert grants(o.get_bucket_acl(Bucket=f"{b}-email")) == [(ALT_ID, "FULL_CONTROL")]
+    unknown = {"GrantRead": 'emailAddress="nobody@example.com"'}
+    assert error(o.put_bucket_acl, Bucket=b, **unknown) == ("UnresolvableGrantByEmailAddress", 400)
+    assert error(o.put_object, Bucket=b, Key="n", Body=b"x", **unknown) == (
+        "UnresolvableGrantByEmailAddress",
+        400,
+    )
 
 
 def test_copy_does_not_keep_the_source_acl(legacy):
@@ -388,6 +474,59 @@ def test_ownership_controls(legacy):
     ) == ("InvalidBucketAclWithObjectOwnership", 400)
     # Only the owner manages them.
     assert error(legacy.alt.get_bucket_ownership_controls, Bucket=b) == ("AccessDenied", 403)
+
+
+def test_recreating_your_own_bucket_resets_its_acl(legacy):
+    """In us-east-1 AWS "returns 200 OK and resets the bucket access control lists (ACLs)"
+    when the owner creates its bucket again (API_CreateBucket.html): to what the request
+    asks, private when it asks for nothing; the objects and other settings stay."""
+    b = legacy.new_bucket(ACL="public-read")
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"kept", ACL="public-read")
+    policy = json.dumps(
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": ALT_ID},
+                    "Action": "s3:GetObject",
+                    "Resource": f"arn:aws:s3:::{b}/*",
+                }
+            ]
+        }
+    )
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy)
+    legacy.owner.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    assert legacy.anon.list_objects_v2(Bucket=b)["KeyCount"] == 1
+
+    legacy.owner.create_bucket(Bucket=b)
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [(OWNER_ID, "FULL_CONTROL")]
+    assert error(legacy.anon.list_objects_v2, Bucket=b) == ("AccessDenied", 403)
+    # Only the bucket's ACL: the object's, the policy and versioning are as they were.
+    assert legacy.anon.get_object(Bucket=b, Key="k")["Body"].read() == b"kept"
+    assert legacy.owner.get_bucket_policy(Bucket=b)["Policy"] == policy
+    assert legacy.owner.get_bucket_versioning(Bucket=b)["Status"] == "Enabled"
+
+    legacy.owner.create_bucket(Bucket=b, GrantRead=f"id={ALT_ID}")
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [(ALT_ID, "READ")]
+    legacy.owner.create_bucket(Bucket=b, ACL="public-read")
+    assert grants(legacy.owner.get_bucket_acl(Bucket=b)) == [
+        (ALL_USERS, "READ"),
+        (OWNER_ID, "FULL_CONTROL"),
+    ]
+    # Another account's attempt is BucketAlreadyExists and resets nothing.
+    assert error(legacy.alt.create_bucket, Bucket=b) == ("BucketAlreadyExists", 409)
+    assert legacy.anon.list_objects_v2(Bucket=b)["KeyCount"] == 1
+    # ACLs disabled: only the owner's own ACL may be asked for, as at a bucket's creation.
+    legacy.owner.create_bucket(Bucket=b)
+    legacy.owner.put_bucket_ownership_controls(
+        Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    )
+    assert error(legacy.owner.create_bucket, Bucket=b, ACL="public-read") == (
+        "InvalidBucketAclWithObjectOwnership",
+        400,
+    )
+    legacy.owner.create_bucket(Bucket=b, ACL="private")
+    assert legacy.owner.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
 
 
 def test_bucket_owner_enforced_objects_belong_to_the_bucket_owner(aws):

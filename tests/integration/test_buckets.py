@@ -6,6 +6,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests import raw
+from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 
 def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
@@ -66,10 +67,37 @@ def test_valid_bucket_names(s3, name):
 
 
 def test_recreating_your_own_bucket(s3, bucket):
-    # AWS, in us-east-1: a successful no-op (elsewhere 409 BucketAlreadyOwnedByYou).
+    # AWS, in us-east-1: 200, the objects kept (the ACL reset: test_acl.py; elsewhere 409).
     s3.put_object(Bucket=bucket, Key="k", Body=b"kept")
     assert s3.create_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"kept"
+
+
+def test_recreating_your_own_bucket_outside_us_east_1(tmp_path, catalog):
+    """Outside us-east-1 AWS answers 409 BucketAlreadyOwnedByYou (API_CreateBucket.html) and
+    changes nothing; the 200 that resets the ACL is us-east-1's legacy alone."""
+    import boto3
+    from botocore.config import Config
+
+    server = GatewayProcess(tmp_path / "data", {"S3GW_REGION": "eu-west-1"}, catalog=catalog)
+    server.start()
+    try:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=server.url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="eu-west-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+        where = {"LocationConstraint": "eu-west-1"}
+        s3.create_bucket(Bucket="mine", CreateBucketConfiguration=where)
+        with pytest.raises(ClientError) as exc:
+            s3.create_bucket(Bucket="mine", CreateBucketConfiguration=where)
+        assert error_code(exc) == "BucketAlreadyOwnedByYou"
+        assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    finally:
+        server.stop()
 
 
 def test_list_buckets_pages(s3):

@@ -96,6 +96,46 @@ def test_metadata_round_trip(s3, bucket):
         assert response["ContentLength"] == 9
 
 
+def _put_with_meta_header(s3, bucket: str, key: str, value: str) -> None:
+    """A PutObject sending `value` as x-amz-meta-m, non-ASCII too (boto3's Metadata refuses
+    it; s3-tests' test_object_set_get_unicode_metadata sets the header this way)."""
+
+    def set_header(params, **_):
+        params["headers"]["x-amz-meta-m"] = value
+
+    s3.meta.events.register("before-call.s3.PutObject", set_header)
+    try:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    finally:
+        s3.meta.events.unregister("before-call.s3.PutObject", set_header)
+
+
+@pytest.mark.parametrize(
+    ("sent", "answered"),
+    [
+        # Non-ASCII: one RFC 2047 encoded word, base64 of the UTF-8.
+        ("Hello World\xe9", "=?UTF-8?B?SGVsbG8gV29ybGTDqQ==?="),
+        # Encoded words are decoded before storing (here Q, with text around), so the answer
+        # is the stored text's own encoding.
+        ("=?utf-8?q?caf=C3=A9?= au lait", "=?UTF-8?B?Y2Fmw6kgYXUgbGFpdA==?="),
+        ("=?UTF-8?B?w6k=?=", "=?UTF-8?B?w6k=?="),
+        # A control character decoded from an encoded word goes out encoded, never raw.
+        ("=?UTF-8?Q?a=0D=0Ab?=", "=?UTF-8?B?YQ0KYg==?="),
+        # ASCII is untouched, whatever it looks like.
+        ("plain a=?b ?= text", "plain a=?b ?= text"),
+        ("=?nosuchcharset?Q?a?=", "=?nosuchcharset?Q?a?="),
+    ],
+)
+def test_user_metadata_is_rfc_2047_decoded_and_encoded(s3, bucket, sent, answered):
+    """AWS: "Values of such headers are character decoded as per RFC 2047 before storing and
+    encoded as per RFC 2047 to make them mail-safe before returning" (UsingMetadata.html,
+    "User-defined object metadata")."""
+    _put_with_meta_header(s3, bucket, "meta", sent)
+    head = s3.head_object(Bucket=bucket, Key="meta")
+    got = s3.get_object(Bucket=bucket, Key="meta")
+    assert head["Metadata"] == got["Metadata"] == {"m": answered}
+
+
 def test_default_content_type(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
     assert s3.head_object(Bucket=bucket, Key="k")["ContentType"] == "binary/octet-stream"

@@ -201,6 +201,18 @@ def test_fields_set_metadata_and_fields_after_the_file_are_ignored(s3, s3v4, buc
     assert head["CacheControl"] == "no-cache"
 
 
+def test_metadata_fields_are_rfc_2047_decoded_as_headers_are(s3, s3v4, bucket):
+    """A form's x-amz-meta-* fields are stored as a PUT's headers are: encoded words decoded,
+    and GET and HEAD send the non-ASCII value back as one encoded word (UsingMetadata.html)."""
+    fields = {"x-amz-meta-raw": "caf\xe9", "x-amz-meta-encoded": "=?UTF-8?Q?caf=C3=A9?="}
+    signed = presigned(s3v4, bucket, "meta", fields, [{k: v} for k, v in fields.items()])
+    reply = post(signed["url"], form_of(signed, b"hello"))
+    assert reply.status == 204, reply.body
+    word = "=?UTF-8?B?Y2Fmw6k=?="
+    assert s3.head_object(Bucket=bucket, Key="meta")["Metadata"] == {"raw": word, "encoded": word}
+    assert s3.get_object(Bucket=bucket, Key="meta")["Metadata"] == {"raw": word, "encoded": word}
+
+
 def test_a_checksum_field_is_verified(s3, s3v4, bucket):
     data = b"checked"
     good = base64.b64encode(hashlib.sha256(data).digest()).decode()

@@ -299,6 +299,21 @@ def _entry(access: str, secret: str = "secret-of-" + "x" * 10, canonical_id: str
             id="a-user-with-the-main-users-id",
         ),
         pytest.param(
+            _entry("AK1")
+            + 'email = "a@example.com"\n'
+            + _entry("AK2")
+            + 'email = "A@example.com"\n',
+            {},
+            ["users.toml", "AK1", "AK2", "one email"],
+            id="two-users-one-email",
+        ),
+        pytest.param(
+            _entry("AK1") + "email = 7\n",
+            {},
+            ["users.toml", "user 1", "email", "not a string"],
+            id="an-email-not-a-string",
+        ),
+        pytest.param(
             _entry("AK1", secret="seven77"),
             {},
             ["--users", "users.toml", "secret key of AK1", "at least 8 characters"],

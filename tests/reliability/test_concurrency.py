@@ -155,7 +155,7 @@ def test_bucket_created_deleted_and_written_at_once(tmp_path: Path, reliability:
             # was read stalls the next request on it (see test_hostile's lingering test).
             clients = [client(server.url) for _ in range(8)]
             # Eight CreateBucket of one name: in us-east-1 AWS answers the owner's repeats with
-            # 200 (a no-op), elsewhere 409 BucketAlreadyOwnedByYou; one bucket either way.
+            # 200 (resetting its ACL), elsewhere 409 BucketAlreadyOwnedByYou; one bucket either way.
             created = _race(8, _create, clients, name)
             tally.update(f"CreateBucket {a}" for a in created)
             assert set(created) <= {"200", "409 BucketAlreadyOwnedByYou"}, created

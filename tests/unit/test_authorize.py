@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -165,11 +166,31 @@ def test_grant_headers() -> None:
         ({"x-amz-acl": "private", "x-amz-grant-read": "id=alt-id"}, "InvalidRequest"),
         ({"x-amz-grant-read": "who=alt-id"}, "InvalidArgument"),
         ({"x-amz-grant-read": "id=stranger"}, "InvalidArgument"),
-        ({"x-amz-grant-read": 'emailAddress="x@y"'}, "UnresolvableGrantByEmailAddress"),
     ):
         with pytest.raises(S3Error) as exc:
             grants.from_headers(bad, "owner-id", "owner-id", known)
         assert exc.value.code == code, bad
+
+
+def test_grants_by_email_address_are_resolved_to_canonical_users() -> None:
+    """Parsed as given; `resolve_emails` makes them canonical users' grants (or its lookup
+    raises), the other grants kept in their places."""
+    headers = {"x-amz-grant-read": 'emailAddress="alt@example.com", id=owner-id'}
+    got = grants.from_headers(headers, "owner-id", "owner-id", known)
+    assert got is not None
+    assert got.grants[0] == grants.Grant("email", "alt@example.com", "READ")
+    ids = {"alt@example.com": "alt-id"}
+    resolved = grants.resolve_emails(got, ids.__getitem__)
+    assert resolved == grants.Acl(
+        "owner-id",
+        (grants.Grant("id", "alt-id", "READ"), grants.Grant("id", "owner-id", "READ")),
+    )
+    plain = grants.private("owner-id")
+    assert grants.resolve_emails(plain, ids.__getitem__) is plain
+    with pytest.raises(KeyError):
+        grants.resolve_emails(
+            replace(got, grants=(grants.Grant("email", "x@y", "READ"),)), ids.__getitem__
+        )
 
 
 def test_stored_form_round_trips_and_is_cached() -> None:

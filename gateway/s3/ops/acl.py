@@ -105,6 +105,7 @@ async def _requested_acl(ctx: Context, owner: str, bucket_owner: str) -> grants.
         acl = replace(grants.from_xml(root, known), owner=owner)
     else:
         raise S3Error("MissingSecurityHeader", MissingHeaderName="x-amz-acl")
+    acl = ctx.resolve_emails(acl)
     bucket = _bucket(ctx)
     if not acls_enabled(bucket):
         raise S3Error("AccessControlListNotSupported")

@@ -31,6 +31,14 @@ async def put_bucket_logging(ctx: Context) -> web.StreamResponse:
     assert ctx.bucket_record is not None
     config = bucketlog.parse_status(await ctx.read_xml(MAX_BUCKET_XML))
     if config is not None:
+        # Grants by e-mail address: 405, or (--email-grants resolve) the user's canonical id.
+        resolved = (
+            bucketlog.TargetGrant("CanonicalUser", ctx.email_grantee(g.value), g.permission)
+            if g.kind == "AmazonCustomerByEmail"
+            else g
+            for g in config.grants
+        )
+        config = dataclasses.replace(config, grants=tuple(resolved))
         await _check_target(ctx, config)
         stored = ctx.bucket_record.settings.get(bucketlog.SETTING)
         before = bucketlog.LoggingConfig.from_json(stored) if stored is not None else None
@@ -77,9 +85,6 @@ async def _check_target(ctx: Context, config: bucketlog.LoggingConfig) -> None:
     for grant in config.grants:
         if grant.kind == "CanonicalUser" and grant.value not in ctx.users_by_id:
             raise invalid_argument("Invalid id", "CanonicalUser/ID", grant.value)
-        if grant.kind == "AmazonCustomerByEmail":
-            # The users file gives no user an e-mail address: none can be resolved.
-            raise S3Error("UnresolvableGrantByEmailAddress", EmailAddress=grant.value)
 
 
 async def get_bucket_logging(ctx: Context) -> web.StreamResponse:

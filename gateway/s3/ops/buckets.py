@@ -13,9 +13,7 @@ from aiohttp import web
 from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
 from .. import grants, writes, xml
-from ..authorize import (
-    OWNERSHIPS,
-)
+from ..authorize import ACL, OWNERSHIPS, acls_enabled, public_access_block
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..names import valid_bucket_name
@@ -77,20 +75,36 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
     )
 
 
-def _new_bucket_settings(ctx: Context) -> dict[str, str]:
-    """A new bucket's ownership controls, public access block, SSE-C block and ACL: AWS's
-    defaults (BucketOwnerEnforced, everything blocked, SSE-C blocked) unless
-    --bucket-defaults legacy, and what the request's x-amz-object-ownership and ACL headers
-    ask for (the rules: writes.new_bucket_settings, which the console's buckets get too)."""
+def _requested_access(ctx: Context) -> tuple[grants.Acl | None, str | None]:
+    """The ACL (None: none asked for) and the ownership controls a CreateBucket's ACL and
+    x-amz-object-ownership headers ask for, checked."""
     me = ctx.user.canonical_id
     # The bucket-owner-* canned ACLs are the owner's alone on a bucket (acl-overview.html).
     acl = grants.from_headers(ctx.headers, me, me, ctx.users_by_id.__contains__)
+    if acl is not None:
+        acl = ctx.resolve_emails(acl)
     chosen = ctx.headers.get("x-amz-object-ownership")
     if chosen is not None and chosen not in OWNERSHIPS:
         raise invalid_argument(
             f"Invalid x-amz-object-ownership header: {chosen}", "x-amz-object-ownership", chosen
         )
-    return writes.new_bucket_settings(ctx.settings.bucket_defaults, chosen, acl)
+    return acl, chosen
+
+
+async def _reset_acl(ctx: Context, bucket: Bucket, acl: grants.Acl | None) -> None:
+    """Re-creating a bucket you own in us-east-1: "Amazon S3 returns 200 OK and resets the
+    bucket access control lists (ACLs)" (API_CreateBucket.html): to what the request asks,
+    the owner's alone (private) when it asks for nothing. Nothing else changes (objects,
+    policy, ownership controls). The ACL is judged against the bucket as it is, as
+    PutBucketAcl judges one."""
+    if acl is not None and not acl.only_owner():
+        if not acls_enabled(bucket):
+            raise S3Error("InvalidBucketAclWithObjectOwnership")
+        if acl.is_public() and public_access_block(bucket).block_public_acls:
+            raise S3Error("AccessDenied")
+    stored = None if acl is None or acl.only_owner() else acl.to_json()
+    if bucket.settings.get(ACL) != stored:
+        await ctx.store.set_bucket_setting(bucket.name, ACL, stored)
 
 
 async def create_bucket(ctx: Context) -> web.StreamResponse:
@@ -116,13 +130,23 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
                     f"The {constraint} location constraint is incompatible for the region "
                     "specific endpoint this request was sent to.",
                 )
-    settings = _new_bucket_settings(ctx)
-    try:
-        await ctx.store.create_bucket(name, ctx.user.canonical_id, region, object_lock, settings)
-    except StoreError as exc:
-        # AWS, in us-east-1 only: re-creating a bucket you own is a successful no-op.
-        if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
-            raise
+    acl, chosen = _requested_access(ctx)
+    me = ctx.user.canonical_id
+    # AWS, in us-east-1 only: re-creating a bucket you own answers 200 and resets its ACL;
+    # elsewhere 409 BucketAlreadyOwnedByYou (the store's answer).
+    existing = await ctx.store.get_bucket(name) if region == "us-east-1" else None
+    if existing is None or existing.owner != me:
+        settings = writes.new_bucket_settings(ctx.settings.bucket_defaults, chosen, acl)
+        try:
+            await ctx.store.create_bucket(name, me, region, object_lock, settings)
+            return web.Response(headers={"Location": "/" + name})
+        except StoreError as exc:
+            # Created by the same owner since the look-up: a re-create after all.
+            if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
+                raise
+        existing = await ctx.store.get_bucket(name)
+    if existing is not None:
+        await _reset_acl(ctx, existing, acl)
     return web.Response(headers={"Location": "/" + name})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -90,6 +91,20 @@ def delete_marker_response(ctx: Context, exc: DeleteMarker) -> web.Response:
     return error_response(ctx, error, headers)
 
 
+# What a header value may carry as it is: printable ASCII, space and tab.
+_MAIL_SAFE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def user_metadata_header(value: str) -> str:
+    """A stored x-amz-meta-* value as GET and HEAD send it: AWS "encoded as per RFC 2047 to
+    make them mail-safe before returning" (UsingMetadata.html), one `=?UTF-8?B?…?=` encoded
+    word for a value that is not printable ASCII (params.user_metadata_value decoded it on
+    the way in); an ASCII value as it is."""
+    if _MAIL_SAFE.fullmatch(value):
+        return value
+    return "=?UTF-8?B?" + base64.b64encode(value.encode()).decode() + "?="
+
+
 def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
     # Case-insensitive: a response-* override replaces the stored header of any spelling.
     headers = CIMultiDict(
@@ -103,7 +118,7 @@ def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
     for name, value in obj.attrs.headers.items():
         headers[name] = value
     for name, value in obj.attrs.meta.items():
-        headers["x-amz-meta-" + name] = value
+        headers["x-amz-meta-" + name] = user_metadata_header(value)
     if obj.attrs.tags:
         headers["x-amz-tagging-count"] = str(len(obj.attrs.tags))
     return headers

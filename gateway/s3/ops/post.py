@@ -96,6 +96,7 @@ async def post_object(ctx: Context) -> web.StreamResponse:
     authorize(Access(ctx.user, "PostObject", bucket, key, conditions=values))
 
     owner, acl = object_acl_for_write(headers, ctx.user, bucket, ctx.users_by_id.__contains__)
+    acl = ctx.resolve_stored_emails(acl)
     attrs = replace(attrs_from_headers(headers), owner=owner, acl=acl)
     if "tagging" in fields:  # a <Tagging> document here, not the header's query form
         attrs = replace(
