@@ -123,8 +123,11 @@ class Authenticator:
         if self._keys is None:
             return self.authenticate(request, service, body_hash)
         access_key = claimed_key(request.headers, request.query_string)
-        token = request.headers.get("x-amz-security-token") or _query_value(
-            request.query_string, "X-Amz-Security-Token"
+        token = (
+            request.headers.get("x-amz-security-token")
+            or _query_value(request.query_string, "X-Amz-Security-Token")
+            # SigV2's presigned URLs name it in lower case.
+            or _query_value(request.query_string, "x-amz-security-token")
         )
         if access_key:
             await self._keys.prepare(access_key, token)

@@ -1,0 +1,418 @@
+"""IAM and STS on the gateway's endpoint (gateway/iam/): users, access keys and their
+policies made with aws-cli and boto3, then used for S3 requests that the policies allow and
+nothing else; keys deactivated and deleted; temporary credentials from GetSessionToken and
+AssumeRole. On both catalogs; and across two nodes of one PostgreSQL catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from tests.awscli import BIN
+from tests.integration.accounts import ALT_ID, OWNER_ID, USERS, fails
+from tests.process import GatewayProcess
+
+OWNER = ("OWNERACCESSKEY000001", "owner-secret")
+ALT = ("ALTACCESSKEY00000001", "alt-secret")
+
+
+def _client(server: GatewayProcess, service: str, key: tuple[str, ...]) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=server.url,
+        aws_access_key_id=key[0],
+        aws_secret_access_key=key[1],
+        aws_session_token=key[2] if len(key) > 2 else None,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+
+
+def _start(tmp: Path, catalog: str | None, cache: str = "0") -> GatewayProcess:
+    tmp.mkdir(parents=True, exist_ok=True)
+    users = tmp / "users.toml"
+    users.write_text(USERS)
+    env = {
+        "S3GW_USERS": str(users),
+        "S3GW_ACCESS_KEY": "",
+        "S3GW_SECRET_KEY": "",
+        "S3GW_IAM_CACHE_SECONDS": cache,
+    }
+    return GatewayProcess(tmp / "data", env, catalog=catalog).start()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None
+) -> Iterator[GatewayProcess]:
+    # No cache: every request reads its key (the bound itself is tested below).
+    gateway = _start(tmp_path_factory.mktemp("iam"), module_catalog)
+    yield gateway
+    gateway.stop()
+
+
+def _aws(server: GatewayProcess, key: tuple[str, ...], *args: str) -> Any:
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": key[0],
+        "AWS_SECRET_ACCESS_KEY": key[1],
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+    if len(key) > 2:
+        env["AWS_SESSION_TOKEN"] = key[2]
+    done = subprocess.run(
+        [str(BIN / "aws"), "--endpoint-url", server.url, "--output", "json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def _policy(*statements: dict[str, Any]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+_counter = iter(range(1_000_000))
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{next(_counter)}"
+
+
+def test_a_user_made_with_aws_cli_does_what_its_policy_allows_and_nothing_else(
+    server: GatewayProcess,
+) -> None:
+    owner = _client(server, "s3", OWNER)
+    bucket, other = _name("iam-app"), _name("iam-other")
+    owner.create_bucket(Bucket=bucket)
+    owner.create_bucket(Bucket=other)
+    owner.put_object(Bucket=bucket, Key="data/a", Body=b"first")
+    owner.put_object(Bucket=other, Key="b", Body=b"second")
+    user = _name("app")
+
+    made = _aws(server, OWNER, "iam", "create-user", "--user-name", user, "--path", "/apps/")
+    assert made["User"]["Arn"] == f"arn:aws:iam::{OWNER_ID}:user/apps/{user}"
+    key = _aws(server, OWNER, "iam", "create-access-key", "--user-name", user)["AccessKey"]
+    creds = (key["AccessKeyId"], key["SecretAccessKey"])
+    assert creds[0].startswith("AKIA") and len(creds[1]) == 40
+    app = _client(server, "s3", creds)
+    # No policy yet: nothing at all.
+    assert fails(app.get_object, Bucket=bucket, Key="data/a") == ("AccessDenied", 403)
+    assert fails(app.list_buckets) == ("AccessDenied", 403)
+
+    document = _policy(
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/data/*"},
+        {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
+    )  # fmt: skip
+    _aws(server, OWNER, "iam", "put-user-policy", "--user-name", user,
+         "--policy-name", "app", "--policy-document", document)  # fmt: skip
+    assert app.get_object(Bucket=bucket, Key="data/a")["Body"].read() == b"first"
+    app.put_object(Bucket=bucket, Key="data/b", Body=b"mine")
+    # What it made belongs to the account (the bucket's owner reads it as its own).
+    assert owner.get_object(Bucket=bucket, Key="data/b")["Body"].read() == b"mine"
+    head = owner.get_object_acl(Bucket=bucket, Key="data/b")
+    assert head["Owner"]["ID"] == OWNER_ID
+    listed = app.list_objects_v2(Bucket=bucket)
+    assert [o["Key"] for o in listed["Contents"]] == ["data/a", "data/b"]
+    # Outside the policy: another prefix, another action, another bucket, IAM itself.
+    assert fails(app.put_object, Bucket=bucket, Key="top", Body=b"x") == ("AccessDenied", 403)
+    assert fails(app.delete_object, Bucket=bucket, Key="data/a") == ("AccessDenied", 403)
+    assert fails(app.get_object, Bucket=other, Key="b") == ("AccessDenied", 403)
+    assert fails(app.put_bucket_policy, Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*"})) == ("AccessDenied", 403)  # fmt: skip
+    iam = _client(server, "iam", creds)
+    assert fails(iam.create_user, UserName=_name("x")) == ("AccessDenied", 403)
+    assert owner.head_object(Bucket=bucket, Key="data/a")["ContentLength"] == 5
+
+
+def test_an_explicit_deny_wins_and_a_bucket_policy_naming_the_user_allows(
+    server: GatewayProcess,
+) -> None:
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, user = _name("iam-deny"), _name("deny")
+    owner.create_bucket(Bucket=bucket)
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    arn = iam.create_user(UserName=user)["User"]["Arn"]
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    app = _client(server, "s3", (key["AccessKeyId"], key["SecretAccessKey"]))
+    # The same account's bucket policy naming the user (not only its account) allows alone.
+    owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": {"AWS": arn}, "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
+    assert app.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    # Naming the account passes the permission to its identities, which need their own.
+    owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{OWNER_ID}:root"},
+         "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
+    assert fails(app.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+    iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:*", "Resource": "*"}))  # fmt: skip
+    assert app.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    # A Deny in a group's policy wins over both Allows.
+    group = _name("readers")
+    iam.create_group(GroupName=group)
+    iam.put_group_policy(
+        GroupName=group,
+        PolicyName="no",
+        PolicyDocument=_policy(
+            {"Effect": "Deny", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}
+        ),
+    )
+    iam.add_user_to_group(GroupName=group, UserName=user)
+    assert fails(app.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+    assert [g["GroupName"] for g in iam.list_groups_for_user(UserName=user)["Groups"]] == [group]
+    iam.remove_user_from_group(GroupName=group, UserName=user)
+    assert app.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+
+
+def test_another_accounts_user_needs_both_sides(server: GatewayProcess) -> None:
+    owner = _client(server, "s3", OWNER)
+    alt_iam = _client(server, "iam", ALT)
+    bucket, user = _name("iam-cross"), _name("visitor")
+    owner.create_bucket(Bucket=bucket)
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    alt_iam.create_user(UserName=user)
+    key = alt_iam.create_access_key(UserName=user)["AccessKey"]
+    visitor = _client(server, "s3", (key["AccessKeyId"], key["SecretAccessKey"]))
+    alt_iam.put_user_policy(UserName=user, PolicyName="read", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}))  # fmt: skip
+    # Its own Allow is not enough in another account's bucket...
+    assert fails(visitor.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+    owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": {"AWS": ALT_ID}, "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
+    # ...the bucket's owner must let its account in too.
+    assert visitor.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    alt_iam.delete_user_policy(UserName=user, PolicyName="read")
+    assert fails(visitor.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+
+
+def test_a_key_deactivated_or_deleted_is_refused(server: GatewayProcess) -> None:
+    iam, user = _client(server, "iam", OWNER), _name("rotating")
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="list", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:ListAllMyBuckets", "Resource": "*"}))  # fmt: skip
+    first = iam.create_access_key(UserName=user)["AccessKey"]
+    second = iam.create_access_key(UserName=user)["AccessKey"]
+    assert fails(iam.create_access_key, UserName=user) == ("LimitExceeded", 409)
+    one = _client(server, "s3", (first["AccessKeyId"], first["SecretAccessKey"]))
+    two = _client(server, "s3", (second["AccessKeyId"], second["SecretAccessKey"]))
+    one.list_buckets()
+    iam.update_access_key(UserName=user, AccessKeyId=first["AccessKeyId"], Status="Inactive")
+    assert fails(one.list_buckets) == ("InvalidAccessKeyId", 403)
+    two.list_buckets()  # rotation: the other key works on
+    listed = iam.list_access_keys(UserName=user)["AccessKeyMetadata"]
+    assert {(k["AccessKeyId"], k["Status"]) for k in listed} == {
+        (first["AccessKeyId"], "Inactive"), (second["AccessKeyId"], "Active")}  # fmt: skip
+    iam.update_access_key(UserName=user, AccessKeyId=first["AccessKeyId"], Status="Active")
+    one.list_buckets()
+    assert fails(iam.delete_user, UserName=user) == ("DeleteConflict", 409)
+    for key in (first, second):
+        iam.delete_access_key(UserName=user, AccessKeyId=key["AccessKeyId"])
+    assert fails(one.list_buckets) == ("InvalidAccessKeyId", 403)
+    assert fails(two.list_buckets) == ("InvalidAccessKeyId", 403)
+    iam.delete_user_policy(UserName=user, PolicyName="list")
+    iam.delete_user(UserName=user)
+    assert fails(iam.get_user, UserName=user) == ("NoSuchEntity", 404)
+
+
+def test_iam_answers_as_aws_does(server: GatewayProcess) -> None:
+    iam, user = _client(server, "iam", OWNER), _name("Mixed")
+    assert iam.get_user()["User"]["Arn"] == f"arn:aws:iam::{OWNER_ID}:root"
+    iam.create_user(UserName=user, Path="/team/")
+    # Names are unique without regard to case, and found so.
+    assert fails(iam.create_user, UserName=user.lower()) == ("EntityAlreadyExists", 409)
+    assert iam.get_user(UserName=user.upper())["User"]["UserName"] == user
+    assert fails(iam.create_user, UserName="bad name") == ("ValidationError", 400)
+    assert fails(iam.create_user, UserName="p", Path="nope") == ("ValidationError", 400)
+    for document in (
+        '{"Statement": []}',
+        "not json",
+        _policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Principal": "*"}),
+    ):
+        assert fails(iam.put_user_policy, UserName=user, PolicyName="p",
+                     PolicyDocument=document) == ("MalformedPolicyDocument", 400)  # fmt: skip
+    assert fails(iam.put_user_policy, UserName=_name("nobody"), PolicyName="p",
+                 PolicyDocument=_policy({"Effect": "Allow", "Action": "s3:*",
+                                         "Resource": "*"})) == ("NoSuchEntity", 404)  # fmt: skip
+    listed = iam.list_users(PathPrefix="/team/")["Users"]
+    assert user in [u["UserName"] for u in listed]
+    # Another account sees none of this account's users.
+    alt = _client(server, "iam", ALT)
+    assert user not in [u["UserName"] for u in alt.list_users()["Users"]]
+    assert fails(alt.get_user, UserName=user) == ("NoSuchEntity", 404)
+    # A managed policy, attached, counted, and kept while attached.
+    arn = iam.create_policy(PolicyName=_name("ro"), PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:Get*", "Resource": "*"}))["Policy"]["Arn"]  # fmt: skip
+    iam.attach_user_policy(UserName=user, PolicyArn=arn)
+    attached = iam.list_attached_user_policies(UserName=user)["AttachedPolicies"]
+    assert [p["PolicyArn"] for p in attached] == [arn]
+    assert iam.get_policy(PolicyArn=arn)["Policy"]["AttachmentCount"] == 1
+    assert fails(iam.delete_policy, PolicyArn=arn) == ("DeleteConflict", 409)
+    iam.detach_user_policy(UserName=user, PolicyArn=arn)
+    iam.delete_policy(PolicyArn=arn)
+    iam.delete_user(UserName=user)
+
+
+def test_temporary_credentials(server: GatewayProcess) -> None:
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, user, role = _name("iam-sts"), _name("ci"), _name("deployer")
+    owner.create_bucket(Bucket=bucket)
+    iam.create_user(UserName=user)
+    iam.put_user_policy(
+        UserName=user,
+        PolicyName="read",
+        PolicyDocument=_policy(
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}
+        ),
+    )
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    creds = (key["AccessKeyId"], key["SecretAccessKey"])
+
+    # GetSessionToken (aws-cli): the user's powers, for the session's time.
+    session = _aws(server, creds, "sts", "get-session-token", "--duration-seconds", "900")
+    temp = session["Credentials"]
+    token = (temp["AccessKeyId"], temp["SecretAccessKey"], temp["SessionToken"])
+    assert token[0].startswith("ASIA")
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    got = _aws(server, token, "s3api", "list-objects-v2", "--bucket", bucket)
+    assert [o["Key"] for o in got["Contents"]] == ["k"]
+    who = _client(server, "sts", token).get_caller_identity()
+    assert who["Arn"].endswith(f":user/{user}") and who["Account"] == OWNER_ID
+    temp_s3 = _client(server, "s3", token)
+    assert fails(temp_s3.put_object, Bucket=bucket, Key="w", Body=b"x") == ("AccessDenied", 403)
+    # Without its token, or with an altered one, the key is nobody's.
+    assert fails(_client(server, "s3", token[:2]).list_objects_v2, Bucket=bucket)[1] in (400, 403)
+    altered = token[2][:-6] + ("AAAAAA" if not token[2].endswith("AAAAAA") else "BBBBBB")
+    bad = _client(server, "s3", (*token[:2], altered))
+    assert fails(bad.list_objects_v2, Bucket=bucket) == ("InvalidToken", 400)
+    # A presigned URL carries the token too.
+    import urllib.request
+
+    for version in ("s3v4",):
+        presigner = boto3.client(
+            "s3", endpoint_url=server.url, aws_access_key_id=token[0],
+            aws_secret_access_key=token[1], aws_session_token=token[2],
+            region_name="us-east-1",
+            config=Config(signature_version=version, s3={"addressing_style": "path"}),
+        )  # fmt: skip
+        url = presigner.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"})
+        assert "security-token" in url.lower()
+        with urllib.request.urlopen(url) as answer:
+            assert answer.read() == b"v"
+
+    # AssumeRole: the role's powers, narrowed by a session policy; the trust policy decides.
+    principal = {"AWS": f"arn:aws:iam::{OWNER_ID}:user/{user}"}
+    trust = _policy({"Effect": "Allow", "Principal": principal,
+                     "Action": "sts:AssumeRole"})  # fmt: skip
+    role_arn = iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust)["Role"]["Arn"]
+    iam.put_role_policy(
+        RoleName=role,
+        PolicyName="write",
+        PolicyDocument=_policy(
+            {"Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"], "Resource": "*"}
+        ),
+    )
+    assumed = _aws(server, creds, "sts", "assume-role", "--role-arn", role_arn,
+                   "--role-session-name", "job-1")  # fmt: skip
+    assert assumed["AssumedRoleUser"]["Arn"] == (
+        f"arn:aws:sts::{OWNER_ID}:assumed-role/{role}/job-1"
+    )
+    c = assumed["Credentials"]
+    as_role = _client(server, "s3", (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))
+    as_role.put_object(Bucket=bucket, Key="by-role", Body=b"r")
+    assert owner.get_object(Bucket=bucket, Key="by-role")["Body"].read() == b"r"
+    narrowed = _client(server, "sts", creds).assume_role(
+        RoleArn=role_arn, RoleSessionName="job-2",
+        Policy=_policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}),
+    )["Credentials"]  # fmt: skip
+    reader = _client(server, "s3", (narrowed["AccessKeyId"], narrowed["SecretAccessKey"],
+                                     narrowed["SessionToken"]))  # fmt: skip
+    assert reader.get_object(Bucket=bucket, Key="by-role")["Body"].read() == b"r"
+    assert fails(reader.put_object, Bucket=bucket, Key="no", Body=b"x") == ("AccessDenied", 403)
+    # Someone the trust policy does not name may not assume it.
+    alt_sts = _client(server, "sts", ALT)
+    assert fails(alt_sts.assume_role, RoleArn=role_arn, RoleSessionName="xx")[1] == 403
+    # The role gone, its sessions go with it.
+    iam.delete_role_policy(RoleName=role, PolicyName="write")
+    iam.delete_role(RoleName=role)
+    assert fails(as_role.get_object, Bucket=bucket, Key="k") == ("InvalidAccessKeyId", 403)
+    # The key that made a session deleted, the session goes too.
+    iam.delete_access_key(UserName=user, AccessKeyId=creds[0])
+    assert fails(temp_s3.get_object, Bucket=bucket, Key="k") == ("InvalidAccessKeyId", 403)
+
+
+@pytest.mark.parametrize("cache", ["1"])
+def test_a_key_deleted_on_one_node_is_refused_on_the_other(
+    tmp_path: Path, new_catalog: Any, cache: str
+) -> None:
+    """Two nodes on one catalog, each keeping keys for --iam-cache-seconds 1: a key deleted
+    through one is refused by the other within that bound."""
+    url = new_catalog()
+    if url is None:
+        pytest.skip("several nodes share a PostgreSQL catalog")
+    first = _start(tmp_path / "one", url, cache)
+    try:
+        data = tmp_path / "one" / "data"
+        users = tmp_path / "one" / "users.toml"
+        env = {"S3GW_USERS": str(users), "S3GW_ACCESS_KEY": "", "S3GW_SECRET_KEY": "",
+               "S3GW_IAM_CACHE_SECONDS": cache}  # fmt: skip
+        second = GatewayProcess(data, env, catalog=url).start()
+        try:
+            iam = _client(first, "iam", OWNER)
+            user = _name("node")
+            iam.create_user(UserName=user)
+            iam.put_user_policy(
+                UserName=user,
+                PolicyName="l",
+                PolicyDocument=_policy(
+                    {"Effect": "Allow", "Action": "s3:ListAllMyBuckets", "Resource": "*"}
+                ),
+            )
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            creds = (key["AccessKeyId"], key["SecretAccessKey"])
+            # Made on one node, it works on the other at once.
+            _client(second, "s3", creds).list_buckets()
+            iam.delete_access_key(UserName=user, AccessKeyId=creds[0])
+            assert fails(_client(first, "s3", creds).list_buckets)[0] == "InvalidAccessKeyId"
+            time.sleep(float(cache) + 0.2)
+            assert fails(_client(second, "s3", creds).list_buckets)[0] == "InvalidAccessKeyId"
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def test_an_unsigned_or_foreign_iam_request_is_refused(server: GatewayProcess) -> None:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        server.url + "/", data=b"Action=ListUsers&Version=2010-05-08",
+        headers={"Content-Type": "application/x-www-form-urlencoded"}, method="POST",
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request)
+    assert caught.value.code == 403
+    assert b"MissingAuthenticationToken" in caught.value.read()
+    wrong = _client(server, "iam", (OWNER[0], "not-the-secret"))
+    with pytest.raises(ClientError) as refused:
+        wrong.list_users()
+    assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
