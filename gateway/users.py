@@ -49,6 +49,18 @@ class User:
     # The address an e-mail grant names this user by, under --email-grants resolve ("": none).
     email: str = ""
 
+    @property
+    def name(self) -> str:
+        """Who made a request, for the access log: the IAM user or role session, or the
+        account's display name."""
+        return self.identity.arn if self.identity is not None else self.display_name
+
+    @property
+    def requester(self) -> str:
+        """A server access log record's Requester: the IAM identity's ARN, or the root's
+        canonical id (AWS's LogFormat.html)."""
+        return self.identity.arn if self.identity is not None else self.canonical_id
+
 
 def _random(alphabet: str, n: int) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))

@@ -146,9 +146,9 @@ class Dispatcher:
             # A browser's preflight carries no credentials: its rules decide (as on AWS).
             return await cors_ops.preflight(self.store, request, target)
         auth = await self._authenticate(request, target, raw_path, query_string)
-        request[USER] = auth.user.display_name
+        request[USER] = auth.user.name
         if not is_anonymous(auth.user):
-            request[REQUESTER] = auth.user.canonical_id
+            request[REQUESTER] = auth.user.requester
         operation = OPERATIONS.get(target.operation)
         if operation is None:
             raise S3Error(

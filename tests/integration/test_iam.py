@@ -47,6 +47,7 @@ def _start(tmp: Path, catalog: str | None, cache: str = "0") -> GatewayProcess:
         "S3GW_ACCESS_KEY": "",
         "S3GW_SECRET_KEY": "",
         "S3GW_IAM_CACHE_SECONDS": cache,
+        "S3GW_LOG_FORMAT": "json",  # its access log lines name the user
     }
     return GatewayProcess(tmp / "data", env, catalog=catalog).start()
 
@@ -139,7 +140,14 @@ def test_a_user_made_with_aws_cli_does_what_its_policy_allows_and_nothing_else(
          "Resource": f"arn:aws:s3:::{bucket}/*"})) == ("AccessDenied", 403)  # fmt: skip
     iam = _client(server, "iam", creds)
     assert fails(iam.create_user, UserName=_name("x")) == ("AccessDenied", 403)
-    assert owner.head_object(Bucket=bucket, Key="data/a")["ContentLength"] == 5
+    assert owner.head_object(Bucket=bucket, Key="data/b")["ContentLength"] == 4
+    # The access log names the IAM user who wrote, not only its account.
+    deadline, puts = time.monotonic() + 10, []
+    while not puts and time.monotonic() < deadline:
+        time.sleep(0.1)
+        wrote = [json.loads(line) for line in server.log if f"/{bucket}/data/b" in line]
+        puts = [entry for entry in wrote if entry.get("operation") == "PutObject"]
+    assert puts and puts[-1]["user"] == made["User"]["Arn"]
 
 
 def test_an_explicit_deny_wins_and_a_bucket_policy_naming_the_user_allows(

@@ -75,8 +75,8 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         checked = {**fields, "key": key}
         postpolicy.check(policy, checked, ctx.bucket, dt.datetime.now(dt.UTC))
         ctx.user = signed.user
-        ctx.request[USER] = signed.user.display_name
-        ctx.request[REQUESTER] = signed.user.canonical_id
+        ctx.request[USER] = signed.user.name
+        ctx.request[REQUESTER] = signed.user.requester
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
     headers = _headers(fields)

@@ -1,0 +1,573 @@
+"""IAM's actions (https://docs.aws.amazon.com/IAM/latest/APIReference/): users, access keys,
+groups, roles, managed policies, and the inline and attached policies of each; every one a
+function of a Call, over the account's document (account.py)."""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote
+
+from ..s3 import policy
+from ..store import crypto
+from . import account as model
+from .account import Account, IamError
+from .call import Call, iso_time, page, under
+
+SECRET_LABEL = "iam"
+
+
+# -- shapes --------------------------------------------------------------------------------
+
+
+def _user_shape(acc: Account, user: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Path": user["path"],
+        "UserName": user["name"],
+        "UserId": user["id"],
+        "Arn": acc.arn("user", user["path"], user["name"]),
+        "CreateDate": iso_time(user["created"]),
+    }
+
+
+def _group_shape(acc: Account, group: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Path": group["path"],
+        "GroupName": group["name"],
+        "GroupId": group["id"],
+        "Arn": acc.arn("group", group["path"], group["name"]),
+        "CreateDate": iso_time(group["created"]),
+    }
+
+
+def _role_shape(acc: Account, role: dict[str, Any]) -> dict[str, Any]:
+
+    return {
+        "Path": role["path"],
+        "RoleName": role["name"],
+        "RoleId": role["id"],
+        "Arn": acc.arn("role", role["path"], role["name"]),
+        "CreateDate": iso_time(role["created"]),
+        "AssumeRolePolicyDocument": quote(role["trust"], safe=""),
+        "Description": role["description"] or None,
+        "MaxSessionDuration": role["max_session"],
+    }
+
+
+def _policy_shape(acc: Account, entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "PolicyName": entry["name"],
+        "PolicyId": entry["id"],
+        "Arn": acc.arn("policy", entry["path"], entry["name"]),
+        "Path": entry["path"],
+        "DefaultVersionId": entry["default"],
+        "AttachmentCount": acc.attachments(acc.arn("policy", entry["path"], entry["name"])),
+        "IsAttachable": True,
+        "Description": entry["description"] or None,
+        "CreateDate": iso_time(entry["created"]),
+        "UpdateDate": iso_time(entry["updated"]),
+    }
+
+
+# -- users ---------------------------------------------------------------------------------
+
+
+def _target_user(call: Call) -> str | None:
+    """The UserName a call names, or the caller itself (an IAM user) when it names none."""
+    name = call.get("UserName")
+    if name is None and call.user.identity is not None and ":user/" in call.user.identity.arn:
+        return call.user.identity.arn.rpartition("/")[2]
+    return name
+
+
+async def create_user(call: Call) -> dict[str, Any]:
+    def run(acc: Account) -> dict[str, Any]:
+        return {"User": _user_shape(acc, acc.create_user(call.get("UserName"), call.get("Path")))}
+
+    return await call.change(run)
+
+
+async def get_user(call: Call) -> dict[str, Any]:
+    name = _target_user(call)
+    acc = await call.read()
+    if name is None:
+        root = call.user
+        return {
+            "User": {
+                "UserId": root.canonical_id,
+                "Arn": acc.root_arn(),
+                "CreateDate": iso_time(0),
+                "Path": "/",
+                "UserName": root.display_name,
+            }
+        }
+    return {"User": _user_shape(acc, acc.user(name))}
+
+
+async def list_users(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    users = [_user_shape(acc, u) for u in under(acc.doc["users"], call.get("PathPrefix"))]
+    return page(call, users, "Users", lambda u: u["UserName"].lower())
+
+
+async def update_user(call: Call) -> None:
+    def run(acc: Account) -> None:
+        user = acc.user(call.get("UserName"))
+        new_name = call.get("NewUserName")
+        if new_name is not None:
+            model.check_name(new_name, "newUserName", 64)
+            if new_name.lower() != user["name"].lower() and new_name.lower() in acc.doc["users"]:
+                raise IamError(
+                    "EntityAlreadyExists", f"User with name {new_name} already exists.", 409
+                )
+            del acc.doc["users"][user["name"].lower()]
+            user["name"] = new_name
+            acc.doc["users"][new_name.lower()] = user
+        if call.get("NewPath") is not None:
+            user["path"] = model.check_path(call.get("NewPath"), "newPath")
+        call.stale.extend(user["keys"])
+
+    await call.change(run)
+
+
+async def delete_user(call: Call) -> None:
+    await call.change(lambda acc: acc.delete_user(call.get("UserName")))
+
+
+# -- access keys ---------------------------------------------------------------------------
+
+
+def _key_owner(call: Call, acc: Account) -> dict[str, Any]:
+    name = _target_user(call)
+    if name is None:
+        raise IamError(
+            "ValidationError", "An account's root has its keys in the users file, not in IAM."
+        )
+    return acc.user(name)
+
+
+async def create_access_key(call: Call) -> dict[str, Any]:
+    access_key = "AKIA" + "".join(
+        secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16)
+    )
+    secret = model.new_secret()
+    sealed = crypto.seal_secret(call.master, SECRET_LABEL, secret.encode())
+
+    def run(acc: Account) -> dict[str, Any]:
+        user = _key_owner(call, acc)
+        if len(user["keys"]) >= model.MAX_KEYS_PER_USER:
+            raise IamError(
+                "LimitExceeded",
+                f"Cannot exceed quota for AccessKeysPerUser: {model.MAX_KEYS_PER_USER}",
+                409,
+            )
+        now = time.time()
+        user["keys"][access_key] = {"secret": sealed, "status": "Active", "created": now}
+        call.added.append(access_key)
+        return {
+            "AccessKey": {
+                "UserName": user["name"],
+                "AccessKeyId": access_key,
+                "Status": "Active",
+                "SecretAccessKey": secret,
+                "CreateDate": iso_time(now),
+            }
+        }
+
+    return await call.change(run)
+
+
+async def list_access_keys(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    user = _key_owner(call, acc)
+    keys = [
+        {"UserName": user["name"], "AccessKeyId": k, "Status": v["status"],
+         "CreateDate": iso_time(v["created"])}
+        for k, v in user["keys"].items()
+    ]  # fmt: skip
+    return page(call, keys, "AccessKeyMetadata", lambda k: k["AccessKeyId"])
+
+
+def _key_of(call: Call, acc: Account) -> tuple[dict[str, Any], str]:
+    user = _key_owner(call, acc)
+    access_key = call.get("AccessKeyId") or ""
+    if access_key not in user["keys"]:
+        raise IamError("NoSuchEntity", f"The Access Key with id {access_key} cannot be found.", 404)
+    return user, access_key
+
+
+async def update_access_key(call: Call) -> None:
+    status = call.get("Status")
+    if status not in ("Active", "Inactive"):
+        raise IamError("ValidationError", "Status must be Active or Inactive.")
+
+    def run(acc: Account) -> None:
+        user, access_key = _key_of(call, acc)
+        user["keys"][access_key]["status"] = status
+        call.stale.append(access_key)
+
+    await call.change(run)
+
+
+async def delete_access_key(call: Call) -> None:
+    def run(acc: Account) -> None:
+        user, access_key = _key_of(call, acc)
+        del user["keys"][access_key]
+        call.removed.append(access_key)
+
+    await call.change(run)
+
+
+async def get_access_key_last_used(call: Call) -> dict[str, Any]:
+    access_key = call.get("AccessKeyId") or ""
+    acc = await call.read()
+    user = acc.user_of_key(access_key)
+    if user is None:
+        raise IamError("AccessDenied", f"The Access Key with id {access_key} cannot be found.", 403)
+    return {
+        "UserName": user["name"],
+        "AccessKeyLastUsed": {"Region": "N/A", "ServiceName": "N/A"},
+    }
+
+
+# -- groups, roles, managed policies -------------------------------------------------------
+
+
+async def create_group(call: Call) -> dict[str, Any]:
+    def run(acc: Account) -> dict[str, Any]:
+        group = acc.create_group(call.get("GroupName"), call.get("Path"))
+        return {"Group": _group_shape(acc, group)}
+
+    return await call.change(run)
+
+
+async def get_group(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    group = acc.group(call.get("GroupName"))
+    members = [u for u in acc.doc["users"].values() if group["name"].lower() in u["groups"]]
+    users = page(call, [_user_shape(acc, u) for u in members], "Users", lambda u: u["UserName"])
+    return {"Group": _group_shape(acc, group), **users}
+
+
+async def list_groups(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    groups = [_group_shape(acc, g) for g in under(acc.doc["groups"], call.get("PathPrefix"))]
+    return page(call, groups, "Groups", lambda g: g["GroupName"].lower())
+
+
+async def update_group(call: Call) -> None:
+    def run(acc: Account) -> None:
+        group = acc.group(call.get("GroupName"))
+        new_name = call.get("NewGroupName")
+        if new_name is not None:
+            model.check_name(new_name, "newGroupName", 128)
+            old, new = group["name"].lower(), new_name.lower()
+            if new != old and new in acc.doc["groups"]:
+                raise IamError(
+                    "EntityAlreadyExists", f"Group with name {new_name} already exists.", 409
+                )
+            del acc.doc["groups"][old]
+            group["name"] = new_name
+            acc.doc["groups"][new] = group
+            for user in acc.doc["users"].values():
+                user["groups"] = [new if g == old else g for g in user["groups"]]
+                call.stale.extend(user["keys"])
+        if call.get("NewPath") is not None:
+            group["path"] = model.check_path(call.get("NewPath"), "newPath")
+
+    await call.change(run)
+
+
+async def delete_group(call: Call) -> None:
+    await call.change(lambda acc: acc.delete_group(call.get("GroupName")))
+
+
+async def add_user_to_group(call: Call) -> None:
+    def run(acc: Account) -> None:
+        group = acc.group(call.get("GroupName"))
+        user = acc.user(call.get("UserName"))
+        if group["name"].lower() not in user["groups"]:
+            if len(user["groups"]) >= model.MAX_GROUPS_PER_USER:
+                raise IamError("LimitExceeded", "Cannot exceed quota for GroupsPerUser: 10", 409)
+            user["groups"].append(group["name"].lower())
+        call.stale.extend(user["keys"])
+
+    await call.change(run)
+
+
+async def remove_user_from_group(call: Call) -> None:
+    def run(acc: Account) -> None:
+        group = acc.group(call.get("GroupName"))
+        user = acc.user(call.get("UserName"))
+        if group["name"].lower() not in user["groups"]:
+            raise IamError(
+                "NoSuchEntity", f"User {user['name']} is not in group {group['name']}.", 404
+            )
+        user["groups"].remove(group["name"].lower())
+        call.stale.extend(user["keys"])
+
+    await call.change(run)
+
+
+async def list_groups_for_user(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    user = acc.user(call.get("UserName"))
+    groups = [_group_shape(acc, acc.doc["groups"][g]) for g in user["groups"]]
+    return page(call, groups, "Groups", lambda g: g["GroupName"].lower())
+
+
+async def create_role(call: Call) -> dict[str, Any]:
+    def run(acc: Account) -> dict[str, Any]:
+        role = acc.create_role(
+            call.get("RoleName"),
+            call.get("Path"),
+            call.get("AssumeRolePolicyDocument"),
+            call.get("MaxSessionDuration"),
+            call.get("Description"),
+        )
+        return {"Role": _role_shape(acc, role)}
+
+    return await call.change(run)
+
+
+async def get_role(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    return {"Role": _role_shape(acc, acc.role(call.get("RoleName")))}
+
+
+async def list_roles(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    roles = [_role_shape(acc, r) for r in under(acc.doc["roles"], call.get("PathPrefix"))]
+    return page(call, roles, "Roles", lambda r: r["RoleName"].lower())
+
+
+async def update_role(call: Call) -> dict[str, Any]:
+    def run(acc: Account) -> None:
+        role = acc.role(call.get("RoleName"))
+        if call.get("Description") is not None:
+            role["description"] = call.get("Description")
+        if call.get("MaxSessionDuration") is not None:
+            role["max_session"] = model._session_limit(call.get("MaxSessionDuration"))
+
+    await call.change(run)
+    return {}
+
+
+async def update_assume_role_policy(call: Call) -> None:
+    def run(acc: Account) -> None:
+        role = acc.role(call.get("RoleName"))
+        role["trust"] = model.check_policy(
+            call.get("PolicyDocument"), "policyDocument", policy.Kind.TRUST
+        )
+
+    await call.change(run)
+
+
+async def delete_role(call: Call) -> None:
+    await call.change(lambda acc: acc.delete_role(call.get("RoleName")))
+
+
+async def create_policy(call: Call) -> dict[str, Any]:
+    def run(acc: Account) -> dict[str, Any]:
+        entry = acc.create_policy(
+            call.get("PolicyName"),
+            call.get("Path"),
+            call.get("PolicyDocument"),
+            call.get("Description"),
+        )
+        return {"Policy": _policy_shape(acc, entry)}
+
+    return await call.change(run)
+
+
+async def get_policy(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    arn = call.get("PolicyArn")
+    _, entry = acc.managed(arn)
+    if entry is None:
+        name = (arn or "").rpartition("/")[2]
+        return {"Policy": {"PolicyName": name, "Arn": arn, "Path": "/",
+                           "DefaultVersionId": "v1", "IsAttachable": True,
+                           "AttachmentCount": acc.attachments(arn or "")}}  # fmt: skip
+    return {"Policy": _policy_shape(acc, entry)}
+
+
+async def get_policy_version(call: Call) -> dict[str, Any]:
+
+    acc = await call.read()
+    text, entry = acc.managed(call.get("PolicyArn"))
+    version = call.get("VersionId") or "v1"
+    if entry is not None:
+        if version not in entry["versions"]:
+            raise IamError("NoSuchEntity", f"Policy version {version} does not exist.", 404)
+        text = entry["versions"][version]
+    is_default = entry is None or entry["default"] == version
+    return {"PolicyVersion": {"Document": quote(text, safe=""), "VersionId": version,
+                              "IsDefaultVersion": is_default}}  # fmt: skip
+
+
+async def list_policies(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    scope = call.get("Scope") or "All"
+    entries = [] if scope == "AWS" else under(acc.doc["policies"], call.get("PathPrefix"))
+    shapes = [_policy_shape(acc, e) for e in entries]
+    if scope in ("All", "AWS"):
+        for arn in model.AWS_MANAGED:
+            shapes.append({"PolicyName": arn.rpartition("/")[2], "Arn": arn, "Path": "/",
+                           "DefaultVersionId": "v1", "IsAttachable": True,
+                           "AttachmentCount": acc.attachments(arn)})  # fmt: skip
+    if call.get("OnlyAttached") == "true":
+        shapes = [s for s in shapes if s["AttachmentCount"]]
+    return page(call, shapes, "Policies", lambda p: p["PolicyName"].lower())
+
+
+async def delete_policy(call: Call) -> None:
+    await call.change(lambda acc: acc.delete_policy(call.get("PolicyArn")))
+
+
+# -- inline and attached policies of users, groups and roles (one set of functions) ---------
+
+_KINDS = {"User": "user", "Group": "group", "Role": "role"}
+
+
+def _holder(acc: Account, kind: str, name: str | None) -> dict[str, Any]:
+    return {"user": acc.user, "group": acc.group, "role": acc.role}[kind](name)
+
+
+def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
+    out: dict[str, Callable[[Call], Awaitable[Any]]] = {}
+    for title, kind in _KINDS.items():
+        name_param = f"{title}Name"
+
+        def bind(kind: str = kind, title: str = title, name_param: str = name_param) -> None:
+            def forget_keys(acc: Account, entry: dict[str, Any], call: Call) -> None:
+                if kind == "user":
+                    call.stale.extend(entry["keys"])
+                elif kind == "group":
+                    for user in acc.doc["users"].values():
+                        if entry["name"].lower() in user["groups"]:
+                            call.stale.extend(user["keys"])
+
+            async def put(call: Call) -> None:
+                def run(acc: Account) -> None:
+                    entry = _holder(acc, kind, call.get(name_param))
+                    acc.put_inline(kind, entry, call.get("PolicyName"), call.get("PolicyDocument"))
+                    forget_keys(acc, entry, call)
+
+                await call.change(run)
+                call.principals.forget()
+
+            async def get(call: Call) -> dict[str, Any]:
+
+                acc = await call.read()
+                entry = _holder(acc, kind, call.get(name_param))
+                text = acc.inline(kind, entry, call.get("PolicyName"))
+                return {name_param: entry["name"], "PolicyName": call.get("PolicyName"),
+                        "PolicyDocument": quote(text, safe="")}  # fmt: skip
+
+            async def list_(call: Call) -> dict[str, Any]:
+                acc = await call.read()
+                entry = _holder(acc, kind, call.get(name_param))
+                return page(call, list(entry["policies"]), "PolicyNames", lambda n: n)
+
+            async def delete(call: Call) -> None:
+                def run(acc: Account) -> None:
+                    entry = _holder(acc, kind, call.get(name_param))
+                    acc.delete_inline(kind, entry, call.get("PolicyName"))
+                    forget_keys(acc, entry, call)
+
+                await call.change(run)
+                call.principals.forget()
+
+            async def attach(call: Call) -> None:
+                def run(acc: Account) -> None:
+                    entry = _holder(acc, kind, call.get(name_param))
+                    acc.attach(entry, call.get("PolicyArn"))
+
+                await call.change(run)
+                call.principals.forget()
+
+            async def detach(call: Call) -> None:
+                def run(acc: Account) -> None:
+                    entry = _holder(acc, kind, call.get(name_param))
+                    acc.detach(entry, call.get("PolicyArn"))
+
+                await call.change(run)
+                call.principals.forget()
+
+            async def attached(call: Call) -> dict[str, Any]:
+                acc = await call.read()
+                entry = _holder(acc, kind, call.get(name_param))
+                shapes = [{"PolicyName": a.rpartition("/")[2], "PolicyArn": a}
+                          for a in entry["attached"]]  # fmt: skip
+                return page(call, shapes, "AttachedPolicies", lambda p: p["PolicyName"])
+
+            out[f"Put{title}Policy"] = put
+            out[f"Get{title}Policy"] = get
+            out[f"List{title}Policies"] = list_
+            out[f"Delete{title}Policy"] = delete
+            out[f"Attach{title}Policy"] = attach
+            out[f"Detach{title}Policy"] = detach
+            out[f"ListAttached{title}Policies"] = attached
+
+        bind()
+    return out
+
+
+# -- the handler ---------------------------------------------------------------------------
+
+IAM_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
+    "CreateUser": create_user,
+    "GetUser": get_user,
+    "ListUsers": list_users,
+    "UpdateUser": update_user,
+    "DeleteUser": delete_user,
+    "CreateAccessKey": create_access_key,
+    "ListAccessKeys": list_access_keys,
+    "UpdateAccessKey": update_access_key,
+    "DeleteAccessKey": delete_access_key,
+    "GetAccessKeyLastUsed": get_access_key_last_used,
+    "CreateGroup": create_group,
+    "GetGroup": get_group,
+    "ListGroups": list_groups,
+    "UpdateGroup": update_group,
+    "DeleteGroup": delete_group,
+    "AddUserToGroup": add_user_to_group,
+    "RemoveUserFromGroup": remove_user_from_group,
+    "ListGroupsForUser": list_groups_for_user,
+    "CreateRole": create_role,
+    "GetRole": get_role,
+    "ListRoles": list_roles,
+    "UpdateRole": update_role,
+    "UpdateAssumeRolePolicy": update_assume_role_policy,
+    "DeleteRole": delete_role,
+    "CreatePolicy": create_policy,
+    "GetPolicy": get_policy,
+    "GetPolicyVersion": get_policy_version,
+    "ListPolicies": list_policies,
+    "DeletePolicy": delete_policy,
+    **_inline_actions(),
+}
+
+
+def resource(call: Call, action: str) -> str:
+    """The ARN an IAM action is judged on (without paths: what policies name)."""
+    account = call.account
+    for param, kind in (
+        ("UserName", "user"), ("GroupName", "group"), ("RoleName", "role"),
+    ):  # fmt: skip
+        value = call.get(param)
+        if value:
+            return f"arn:aws:iam::{account}:{kind}/{value}"
+    if call.get("PolicyArn"):
+        return call.get("PolicyArn") or "*"
+    if action == "AssumeRole":
+        return call.get("RoleArn") or "*"
+    if call.user.identity is not None and action in ("GetUser", "CreateAccessKey",
+                                                     "ListAccessKeys", "UpdateAccessKey",
+                                                     "DeleteAccessKey"):  # fmt: skip
+        return call.user.identity.arn
+    return "*"

@@ -1,0 +1,82 @@
+"""One IAM or STS call: who made it, for which account, with what parameters, and how its
+change of the account's document is stored; the paging and time formats every answer uses."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..store import Store
+from ..store.identities import IdentityChange
+from ..users import User
+from .account import Account
+from .principals import Principals
+
+T = TypeVar("T")
+MAX_ITEMS = 100
+
+
+@dataclass
+class Call:
+    """One IAM or STS request: who made it, for which account, with what parameters."""
+
+    user: User
+    params: Mapping[str, str]
+    store: Store
+    principals: Principals
+    master: bytes
+    added: list[str] = field(default_factory=list)  # access keys made
+    removed: list[str] = field(default_factory=list)  # access keys deleted
+    stale: list[str] = field(default_factory=list)  # keys whose powers changed
+
+    @property
+    def account(self) -> str:
+        return self.user.canonical_id
+
+    def get(self, name: str) -> str | None:
+        return self.params.get(name)
+
+    async def read(self) -> Account:
+        return Account.load(self.account, await self.store.get_identities(self.account))
+
+    async def change(self, fn: Callable[[Account], T]) -> T:
+        def run(text: str | None) -> IdentityChange[T]:
+            self.added.clear()
+            self.removed.clear()
+            self.stale.clear()
+            acc = Account.load(self.account, text)
+            result = fn(acc)
+            return IdentityChange(result, acc.dump(), list(self.added), list(self.removed))
+
+        result = await self.store.change_identities(self.account, run)
+        self.principals.forget(self.removed + self.stale)
+        return result
+
+
+def iso_time(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def page(call: Call, items: list[Any], name: str, key: Callable[[Any], str]) -> dict[str, Any]:
+    """A list answer with IAM's Marker paging (the marker: the next item's sort key)."""
+    items = sorted(items, key=key)
+    marker = call.get("Marker")
+    if marker:
+        items = [i for i in items if key(i) >= marker]
+    limit = call.get("MaxItems")
+    size = int(limit) if limit and limit.isdigit() and int(limit) > 0 else MAX_ITEMS
+    shown, rest = items[:size], items[size:]
+    out: dict[str, Any] = {name: shown, "IsTruncated": bool(rest)}
+    if rest:
+        out["Marker"] = key(rest[0])
+    return out
+
+
+def under(entries: dict[str, dict[str, Any]], prefix: str | None) -> list[dict[str, Any]]:
+    return [e for e in entries.values() if e["path"].startswith(prefix or "/")]
+
+
+def arn_of(user: User) -> str:
+    return user.identity.arn if user.identity else f"arn:aws:iam::{user.canonical_id}:root"

@@ -1,0 +1,155 @@
+"""STS's actions (https://docs.aws.amazon.com/STS/latest/APIReference/): who am I, and
+temporary credentials (session tokens sealed by principals.py) for a user or a role."""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..s3 import policy
+from ..s3.authorize import decide_account
+from ..users import User
+from . import account as model
+from .account import Account, IamError
+from .call import Call, arn_of, iso_time
+from .principals import role_identity, seal_token
+
+NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/"
+# GetSessionToken's and AssumeRole's DurationSeconds (the API references' bounds).
+SESSION_DEFAULT = {"GetSessionToken": 43200, "AssumeRole": 3600}
+SESSION_MIN = 900
+SESSION_MAX = 129600
+
+
+# -- STS -----------------------------------------------------------------------------------
+
+
+def _duration(call: Call, action: str, limit: int) -> int:
+    text = call.get("DurationSeconds")
+    if text is None:
+        return min(SESSION_DEFAULT[action], limit)
+    if not text.isdigit() or not SESSION_MIN <= int(text) <= limit:
+        raise IamError(
+            "ValidationError",
+            f"1 validation error detected: Value '{text}' at 'durationSeconds' failed to satisfy "
+            f"constraint: Member must have value less than or equal to {limit} and greater "
+            f"than or equal to {SESSION_MIN}",
+        )
+    return int(text)
+
+
+def _credentials(call: Call, claims: dict[str, Any], seconds: int) -> dict[str, Any]:
+    access_key = "ASIA" + "".join(
+        secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16)
+    )
+    secret = model.new_secret()
+    expires = int(time.time()) + seconds
+    token = seal_token(
+        call.master,
+        {**claims, "ak": access_key, "sk": secret, "exp": expires, "acc": call.account},
+    )
+    return {
+        "AccessKeyId": access_key,
+        "SecretAccessKey": secret,
+        "SessionToken": token,
+        "Expiration": iso_time(expires),
+    }
+
+
+async def get_caller_identity(call: Call) -> dict[str, Any]:
+    identity = call.user.identity
+    if identity is None:
+        arn = f"arn:aws:iam::{call.account}:root"
+        user_id = call.account
+    else:
+        arn, user_id = identity.arn, identity.user_id
+    return {"UserId": user_id, "Account": call.account, "Arn": arn}
+
+
+async def get_session_token(call: Call) -> dict[str, Any]:
+    user = call.user
+    if user.session_token:
+        raise IamError("AccessDenied", "Cannot call GetSessionToken with session credentials", 403)
+    kind = "root" if user.identity is None else "user"
+    seconds = _duration(call, "GetSessionToken", SESSION_MAX if kind == "user" else 3600)
+    return {"Credentials": _credentials(call, {"kind": kind, "parent": user.access_key}, seconds)}
+
+
+_SESSION_NAME = model.re.compile(r"[\w+=,.@-]{2,64}")
+
+
+async def assume_role(call: Call) -> dict[str, Any]:
+    arn = call.get("RoleArn") or ""
+    session = call.get("RoleSessionName") or ""
+    if not _SESSION_NAME.fullmatch(session):
+        raise IamError(
+            "ValidationError",
+            f"1 validation error detected: Value '{session}' at 'roleSessionName' failed to "
+            r"satisfy constraint: Member must satisfy regular expression pattern: [\w+=,.@-]*",
+        )
+    prefix, _, rest = arn.partition(":role")
+    owner = prefix.removeprefix("arn:aws:iam::")
+    root = call.principals.by_account.get(owner)
+    if not prefix.startswith("arn:aws:iam::") or root is None or not rest.startswith("/"):
+        raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
+    acc = Account.load(owner, await call.store.get_identities(owner))
+    role = acc.doc["roles"].get(rest.rpartition("/")[2].lower())
+    if role is None or acc.arn("role", role["path"], role["name"]) != arn:
+        raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
+    session_policy = call.get("Policy")
+    if session_policy is not None:
+        model.check_policy(session_policy, "policy", policy.Kind.IDENTITY)
+    if not _trusts(role, arn, call.user):
+        raise IamError(
+            "AccessDenied",
+            f"User: {arn_of(call.user)} is not authorized to perform: sts:AssumeRole on "
+            f"resource: {arn}",
+            403,
+        )
+    seconds = _duration(call, "AssumeRole", role["max_session"])
+    claims = {"kind": "role", "role": role["name"], "role_id": role["id"], "session": session}
+    if session_policy is not None:
+        claims["policy"] = session_policy
+    # The answer's account is the role's: the credentials act for it.
+    call.user = User("", "", root.display_name, root.canonical_id)
+    identity = role_identity(acc, role, session, session_policy)
+    return {
+        "Credentials": _credentials(call, claims, seconds),
+        "AssumedRoleUser": {"AssumedRoleId": identity.user_id, "Arn": identity.arn},
+        "PackedPolicySize": 0 if session_policy is None else 6,
+    }
+
+
+def _trusts(role: dict[str, Any], role_arn: str, user: User) -> bool:
+    """The role's trust policy allows `user` sts:AssumeRole: naming it (its ARN), or naming
+    its account, whose IAM identities then also need an Allow of their own."""
+    trust = policy.cached(role["trust"], "", policy.Kind.TRUST)
+    arns = user.identity.arns if user.identity else frozenset()
+    root = user.identity is None
+
+    def verdict(delegated: bool) -> policy.Effect | None:
+        caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)
+        return trust.evaluate(policy.PolicyRequest(caller, "sts:AssumeRole", "*", _no_keys))
+
+    if verdict(True) is not policy.Effect.ALLOW:
+        return False
+    if root or verdict(False) is policy.Effect.ALLOW:
+        return True
+    return decide_account(user, "sts:AssumeRole", role_arn)
+
+
+def _no_keys(_key: str) -> list[str] | None:
+    return None
+
+
+STS_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
+    "GetCallerIdentity": get_caller_identity,
+    "GetSessionToken": get_session_token,
+    "AssumeRole": assume_role,
+}
+# Every identity may ask who it is and get a session token ("No permissions are required",
+# the STS API reference); AssumeRole is judged with the role's trust policy (_trusts).
+ALWAYS = frozenset({"GetCallerIdentity", "GetSessionToken", "AssumeRole"})
