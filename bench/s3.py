@@ -80,6 +80,7 @@ SERVERS = (
     "gateway_2_workers",
     "gateway_sse_s3",
     "gateway_policy",
+    "gateway_iam_user",
     "gateway_versioned",
     "gateway_log_off",
     "gateway_pg_1_node",
@@ -88,15 +89,18 @@ SERVERS = (
     "moto",
 )
 # gateway_policy: a bucket policy on the buckets (evaluated for every request, beside the owner
-# check); gateway_versioned: versioning enabled; gateway_log_off: S3GW_LOG_LEVEL=warning, no
+# check); gateway_iam_user: the requests signed with an IAM user's key (its identity policy
+# judged for every request, the key kept for --iam-cache-seconds), not the account root's;
+# gateway_versioned: versioning enabled; gateway_log_off: S3GW_LOG_LEVEL=warning, no
 # access log (the only configuration not at the defaults: the log's cost).
-SMALL_ONLY = ("gateway_policy", "gateway_versioned", "gateway_log_off")
+SMALL_ONLY = ("gateway_policy", "gateway_iam_user", "gateway_versioned", "gateway_log_off")
 TRIVIAL = "trivial"
 LABELS = {
     "gateway_1_worker": "gateway 1w",
     "gateway_2_workers": "gateway 2w",
     "gateway_sse_s3": "gw SSE-S3",
     "gateway_policy": "gw policy",
+    "gateway_iam_user": "gw IAM user",
     "gateway_versioned": "gw versioned",
     "gateway_log_off": "gw log off",
     "gateway_pg_1_node": "PG 1 node",
@@ -446,9 +450,28 @@ def _bench_policy(bucket: str) -> bytes:
     return json.dumps({"Version": "2012-10-17", "Statement": statements}).encode()
 
 
+def _iam_user(server: Server) -> None:
+    """An IAM user allowed s3:* by its policy, whose key signs the run's requests."""
+    import boto3
+
+    iam = boto3.client(
+        "iam", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+    )  # fmt: skip
+    iam.create_user(UserName="bench")
+    document = {"Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}  # fmt: skip
+    iam.put_user_policy(UserName="bench", PolicyName="all", PolicyDocument=json.dumps(document))
+    key = iam.create_access_key(UserName="bench")["AccessKey"]
+    server.signer = loadgen.Signer(server.endpoint, key["AccessKeyId"], key["SecretAccessKey"])
+
+
 def _configure_buckets(server: Server) -> None:
     """What the configuration names, on both buckets before anything is put in them: SSE-S3
-    as their default encryption, versioning, or a bucket policy."""
+    as their default encryption, versioning, or a bucket policy; or the IAM user who signs."""
+    if server.name == "gateway_iam_user":
+        _iam_user(server)
+        return
     client = loadgen.Client(server.signer, timeout=10)
     for bucket in ("bench", "bench-list"):
         if server.name == "gateway_sse_s3":
