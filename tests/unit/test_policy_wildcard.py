@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.s3 import policy
-from gateway.s3.policy import wildcard
+from gateway.s3.wildcard import wildcard
 
 try:  # a hang fails the test rather than the run, where the plugin is installed
     import pytest_timeout  # noqa: F401
