@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 STORE = web.AppKey("store", Store)
 RENDERER = web.AppKey("renderer", metrics.Renderer)
+# Who an access key is (the roots, and IAM's keys kept briefly): the console signs in and
+# acts through the same one, so a change made there counts at once for S3 on this worker.
+PRINCIPALS = web.AppKey("principals", Principals)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -90,6 +93,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
+    app[PRINCIPALS] = principals
     app[FLUSH_LOGS] = delivery.flush
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").

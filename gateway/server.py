@@ -42,7 +42,7 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, logs, metrics, tls
-from .app import RENDERER, STORE, alone, build_app, describe, sweep
+from .app import PRINCIPALS, RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
 from .keyring import read_kms_keys
@@ -349,7 +349,7 @@ async def _start(
     if console:
         # The console's requests count as in flight too: a graceful stop waits for them.
         try:
-            console_app = build_console(app[STORE], settings, app[RENDERER])
+            console_app = build_console(app[STORE], settings, app[RENDERER], app[PRINCIPALS])
         except (OSError, ValueError) as exc:  # its files, its key in the data folder
             raise StartError(
                 f"{setting_name('console-address')}: the console cannot start: {exc}"

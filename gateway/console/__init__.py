@@ -1,8 +1,9 @@
 """The web console (--console-address): browse, upload, download, share and inspect, served by
 the gateway's own processes on a port of its own, so it never shares a namespace with bucket
 names. It acts through the Store service and decides every action with the same authorisation
-function as S3 requests (gateway/s3/authorize.py), as the signed-in user; each action is an
-access log line with that user. docs/console.md shows it."""
+function as S3 requests (gateway/s3/authorize.py), as the signed-in user (an account's root,
+or an IAM user with its access key); its IAM pages (iam.py) act through IAM's own actions.
+Each action is an access log line with that user. docs/console.md shows it."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from aiohttp import web
 
 from .. import logs, metrics
 from ..config import Settings
+from ..iam.account import IamError
+from ..iam.principals import Principals
 from ..s3.errors import CODES, S3Error
 from ..s3.middleware import SERVER, new_request_id, storage_unavailable
 from ..store import Store, StoreError
-from ..users import load_users
-from . import browse
+from . import browse, iam
 from .page import error_box, render
-from .session import Sessions, folder_secret
+from .session import Session, Sessions, folder_secret
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
 
 log = logging.getLogger(__name__)
@@ -49,18 +51,21 @@ def missing_file() -> Path | None:
     return None
 
 
-def build_console(store: Store, settings: Settings, renderer: metrics.Renderer) -> web.Application:
-    users, _ = load_users(settings)
-    sessions = Sessions(folder_secret(settings.data), users)
+def build_console(
+    store: Store, settings: Settings, renderer: metrics.Renderer, principals: Principals
+) -> web.Application:
+    # The Authenticator's users: the users file's roots and IAM users' keys alike.
+    sessions = Sessions(folder_secret(settings.data), principals)
     app = web.Application(middlewares=[_middleware], client_max_size=1024**2)
     app.on_response_prepare.append(_server_header)
-    app[CONSOLE] = Console(store, settings, sessions, renderer)
+    app[CONSOLE] = Console(store, settings, sessions, renderer, principals)
     app.router.add_get("/", _home)
     app.router.add_get("/signin", _signin_form)
     app.router.add_post("/signin", _signin)
     app.router.add_post("/signout", _signout)
     app.router.add_static("/static/", STATIC)
     browse.add_routes(app.router)
+    iam.add_routes(app.router)
     return app
 
 
@@ -81,10 +86,12 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
     started = time.monotonic()
     request_id = new_request_id()
     console = request.app[CONSOLE]
-    session = console.sessions.verify(request.cookies.get(COOKIE))
-    if session is not None:
-        request[SESSION] = session
     try:
+        session = None
+        if not request.path.startswith("/static/"):
+            session = await _session(console, request.cookies.get(COOKIE))
+        if session is not None:
+            request[SESSION] = session
         if request.path.startswith(_OPEN):
             response = await handler(request)
         elif session is None:
@@ -99,7 +106,7 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
             response = await handler(request)
     except web.HTTPException as exc:
         response = exc
-    except S3Error as exc:
+    except (S3Error, IamError) as exc:
         response = _failure(request, exc.status, f"{exc.code}: {exc.message}")
     except StoreError as exc:
         unavailable = storage_unavailable(exc) or S3Error(exc.code, exc.message or None)
@@ -112,6 +119,17 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
         response = _failure(request, 503, unavailable.message)
     _account(request, response, request_id, time.monotonic() - started)
     return response
+
+
+async def _session(console: Console, token: str | None) -> Session | None:
+    """The cookie's session, its user found as the Authenticator finds a key's: an IAM
+    user's key is read from the catalog (kept --iam-cache-seconds), so that a key deleted or
+    deactivated, or a policy changed, counts for the console as it does for S3."""
+    access_key = console.sessions.access_key(token)
+    if access_key is None:
+        return None
+    await console.principals.prepare(access_key, None)
+    return console.sessions.verify(token)
 
 
 async def _csrf_ok(request: web.Request) -> bool:
@@ -197,7 +215,8 @@ async def _signin_form(request: web.Request, message: str = "", status: int = 20
 <label>Secret key <input name="secret_key" type="password" autocomplete="current-password"
  required></label>
 <button>Sign in</button></form>
-<p class="hint">The keys of a user of the gateway (the users file, or the main user).</p>"""
+<p class="hint">The keys of a user of the gateway (the users file, or the main user), or an
+ IAM user's access key.</p>"""
     )
     response = render("Sign in", body, status=status)
     _set_cookie(request, response, PRE_COOKIE, pre)
@@ -226,6 +245,8 @@ async def _signin(request: web.Request) -> web.StreamResponse:
         response = await _signin_form(request, message, 429)
         response.headers["Retry-After"] = str(seconds)
         return response
+    if access_key:
+        await console.principals.prepare(access_key, None)  # an IAM user's key, if it is one
     made = console.sessions.sign_in(access_key, str(posted.get("secret_key", "")))
     if made is None:
         console.limits.failed(access_key, request.remote)

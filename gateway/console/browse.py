@@ -22,6 +22,7 @@ from ..s3.authorize import (
     acls_enabled,
     authorize,
     decide,
+    decide_account,
     needs_object,
     object_attrs,
     resolve_bucket,
@@ -155,7 +156,9 @@ async def _tally(request: web.Request, bucket: str, pages: int) -> str:
 async def buckets_page(request: web.Request) -> web.Response:
     request[ACTION] = "ListBuckets"
     user = request[SESSION].user
-    buckets = await _console(request).store.list_buckets(user.canonical_id)
+    # As ListBuckets: an IAM user sees the account's buckets only if its policies allow it.
+    listed = decide_account(user, "s3:ListAllMyBuckets", "arn:aws:s3:::*")
+    buckets = await _console(request).store.list_buckets(user.canonical_id) if listed else []
     token = _csrf(request)
     tallies = [await _tally(request, b.name, 1) for b in buckets]
     rows = "".join(
@@ -174,6 +177,8 @@ async def buckets_page(request: web.Request) -> web.Response:
         f"<th>Actions</th></tr></thead><tbody>{rows}</tbody></table></div>"
         if buckets
         else "<p>No buckets yet.</p>"
+        if listed
+        else error_box("AccessDenied: your policies do not allow s3:ListAllMyBuckets.")
     )
     create = (
         f'<form method="post" action="/buckets" class="row">{csrf_field(token)}'
@@ -191,6 +196,8 @@ async def create_bucket(request: web.Request) -> web.StreamResponse:
     request[ACTION], request[BUCKET] = "CreateBucket", name
     if not valid_bucket_name(name):
         raise S3Error("InvalidBucketName", BucketName=name)
+    if not decide_account(request[SESSION].user, "s3:CreateBucket", f"arn:aws:s3:::{name}"):
+        raise S3Error("AccessDenied")  # as the dispatcher judges CreateBucket
     console = _console(request)
     # As CreateBucket without headers: the same defaults, SSE-C block included.
     settings = writes.new_bucket_settings(console.settings.bucket_defaults)

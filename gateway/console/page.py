@@ -61,8 +61,10 @@ def render(
     nav = ""
     if session is not None:
         nav = (
-            '<nav aria-label="main"><a href="/buckets">Buckets</a> <a href="/health">Health</a>'
-            f' <span class="who">{h(session.user.display_name)} ({h(session.user.access_key)})'
+            '<nav aria-label="main"><a href="/buckets">Buckets</a> <a href="/iam/users">IAM</a>'
+            ' <a href="/health">Health</a>'
+            # An IAM user by its ARN, a root by its account's name.
+            f' <span class="who">{h(session.user.name)} ({h(session.user.access_key)})'
             f"</span> {form('/signout', csrf, '', 'Sign out')}</nav>"
         )
     shown = f'<p class="notice" role="status">{notice}</p>' if notice else ""

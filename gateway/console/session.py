@@ -7,6 +7,12 @@ a user whose secret changes in the users file is signed out everywhere. Sign-out
 cookie; a copy of the token taken before stays valid until it expires (SESSION_SECONDS), the
 price of keeping no session table.
 
+The users are the Authenticator's (`Principals`): the roots of the users file, and IAM users'
+access keys, which its `prepare` coroutine reads from the catalog before a sign-in or a
+session is checked here; a key deleted or deactivated ends its sessions within
+--iam-cache-seconds. Temporary credentials (STS) sign no one in: they are valid only with
+their session token, which the sign-in form does not take.
+
 A form's CSRF token is an HMAC of the session's nonce: a page of another origin can make the
 browser send the cookie (SameSite=Strict already stops that in current browsers) but cannot
 read the token. The sign-in form, before any session, is bound the same way to a random
@@ -104,7 +110,11 @@ class Sessions:
     def sign_in(self, access_key: str, secret_key: str) -> tuple[Session, str] | None:
         """A new session and its token, if the keys are a user's (compared in constant time)."""
         user = self._users.get(access_key)
-        if user is None or not hmac.compare_digest(user.secret_key.encode(), secret_key.encode()):
+        if (
+            user is None
+            or user.session_token
+            or not hmac.compare_digest(user.secret_key.encode(), secret_key.encode())
+        ):
             return None
         session = Session(user, secrets.token_hex(16), int(self._clock()) + self._seconds)
         return session, self._token(session)
@@ -113,6 +123,16 @@ class Sessions:
         fields = (_b64(session.user.access_key), str(session.expires), session.nonce)
         mac = self._mac("session", *fields, _fingerprint(session.user))
         return ".".join((*fields, mac))
+
+    def access_key(self, token: str | None) -> str | None:
+        """The access key a cookie's token names (not yet verified), to look its user up."""
+        fields = (token or "").split(".")
+        if len(fields) != 4:
+            return None
+        try:
+            return _unb64(fields[0])
+        except (ValueError, UnicodeDecodeError):
+            return None
 
     def verify(self, token: str | None) -> Session | None:
         """The session a cookie holds, or None: malformed, forged, expired, or its user gone
@@ -127,7 +147,7 @@ class Sessions:
         except (ValueError, UnicodeDecodeError):
             return None
         user = self._users.get(access_key)
-        if user is None:
+        if user is None or user.session_token:
             return None
         expected = self._mac("session", *fields[:3], _fingerprint(user))
         if not hmac.compare_digest(expected, fields[3]):

@@ -1,4 +1,5 @@
-"""What every console handler reaches: the store, the settings, the sessions."""
+"""What every console handler reaches: the store, the settings, the sessions, and who an
+access key is (the Authenticator's Principals, which IAM actions take)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from aiohttp import web
 
 from .. import metrics
 from ..config import Settings
+from ..iam.principals import Principals
 from ..store import Store
 from .session import Session, Sessions, SignInLimits
 
@@ -18,6 +20,7 @@ class Console:
     settings: Settings
     sessions: Sessions
     renderer: metrics.Renderer
+    principals: Principals
     limits: SignInLimits = field(default_factory=SignInLimits)  # this process's counts
 
 

@@ -4,6 +4,7 @@ presigns, checked by the gateway's own SigV4 verifier."""
 from __future__ import annotations
 
 import stat
+from dataclasses import replace
 
 import pytest
 
@@ -78,6 +79,26 @@ def test_a_user_removed_or_given_a_new_secret_is_signed_out():
     assert sessions(users={"AKIABOB": BOB}).verify(token) is None
     renewed = User("AKIAALICE", "a-new-secret-for-alice!!", "alice", "a" * 64)
     assert sessions(users={"AKIAALICE": renewed}).verify(token) is None
+
+
+def test_the_token_names_its_access_key_for_the_lookup_before_it_is_verified():
+    # The console reads an IAM user's key (Principals.prepare) before verifying its session.
+    _, token = sessions().sign_in("AKIAALICE", ALICE.secret_key)
+    assert sessions().access_key(token) == "AKIAALICE"
+    assert sessions().access_key("not.a.token") is None
+    assert sessions().access_key(None) is None
+
+
+def test_temporary_credentials_sign_no_one_in():
+    # Valid only with their session token, which the sign-in form does not take.
+    temporary = replace(ALICE, access_key="ASIATEMP", session_token="sts:sealed")
+    users = {**USERS, "ASIATEMP": temporary}
+    assert sessions(users=users).sign_in("ASIATEMP", ALICE.secret_key) is None
+    # Nor does a session of the same key hold if the key is now temporary credentials.
+    _, token = sessions(users={"ASIATEMP": replace(temporary, session_token="")}).sign_in(
+        "ASIATEMP", ALICE.secret_key
+    )
+    assert sessions(users=users).verify(token) is None
 
 
 def test_csrf_token_is_bound_to_its_session():
