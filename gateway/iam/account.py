@@ -185,7 +185,13 @@ class Account:
         doc = json.loads(text) if text else {}
         for part in ("users", "groups", "roles", "policies"):
             doc.setdefault(part, {})
+        # The root's own access keys beside its users-file key (CreateAccessKey without a
+        # UserName, signed by the root), as AWS lets a root have up to two.
+        doc.setdefault("root", {"name": "", "keys": {}})
         return Account(account, doc)
+
+    def is_root(self, entry: dict[str, Any]) -> bool:
+        return entry is self.doc["root"]
 
     def dump(self) -> str:
         return json.dumps(self.doc, separators=(",", ":"), sort_keys=True)
@@ -234,7 +240,8 @@ class Account:
         raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
 
     def user_of_key(self, access_key: str) -> dict[str, Any] | None:
-        for user in self.doc["users"].values():
+        """The user whose key it is (the root's entry for one of the root's keys)."""
+        for user in [self.doc["root"], *self.doc["users"].values()]:
             if access_key in user["keys"]:
                 return user
         return None

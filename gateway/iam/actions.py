@@ -15,7 +15,7 @@ from ..s3 import policy
 from ..store import crypto
 from . import account as model
 from .account import Account, IamError
-from .call import Call, iso_time, page, under
+from .call import Call, Entries, iso_time, page, under
 
 SECRET_LABEL = "iam"
 
@@ -142,10 +142,10 @@ async def delete_user(call: Call) -> None:
 
 def _key_owner(call: Call, acc: Account) -> dict[str, Any]:
     name = _target_user(call)
-    if name is None:
-        raise IamError(
-            "ValidationError", "An account's root has its keys in the users file, not in IAM."
-        )
+    if name is None:  # the root's own keys
+        root = acc.doc["root"]
+        root["name"] = call.user.display_name
+        return root
     return acc.user(name)
 
 
@@ -219,6 +219,47 @@ async def delete_access_key(call: Call) -> None:
         call.removed.append(access_key)
 
     await call.change(run)
+
+
+async def get_account_summary(call: Call) -> dict[str, Any]:
+    """The account's counts and IAM's quotas (reference_iam-quotas.html)."""
+    acc = await call.read()
+    users = acc.doc["users"].values()
+    counts = {
+        "Users": len(acc.doc["users"]),
+        "UsersQuota": 5000,
+        "Groups": len(acc.doc["groups"]),
+        "GroupsQuota": 300,
+        "GroupsPerUserQuota": model.MAX_GROUPS_PER_USER,
+        "Roles": len(acc.doc["roles"]),
+        "RolesQuota": 1000,
+        "Policies": len(acc.doc["policies"]),
+        "PoliciesQuota": 1500,
+        "AttachedPoliciesPerUserQuota": model.MAX_ATTACHED,
+        "AttachedPoliciesPerGroupQuota": model.MAX_ATTACHED,
+        "AttachedPoliciesPerRoleQuota": model.MAX_ATTACHED,
+        "AccessKeysPerUserQuota": model.MAX_KEYS_PER_USER,
+        "AccountAccessKeysPresent": int(bool(acc.doc["root"]["keys"])),
+        "UserPolicySizeQuota": model.INLINE_BYTES["user"],
+        "GroupPolicySizeQuota": model.INLINE_BYTES["group"],
+        "PolicySizeQuota": model.MANAGED_BYTES,
+        "PolicyVersionsInUse": len(acc.doc["policies"]),
+        "PolicyVersionsInUseQuota": 10000,
+        "VersionsPerPolicyQuota": model.MAX_POLICY_VERSIONS,
+        "AccountMFAEnabled": 0,
+        "MFADevices": 0,
+        "MFADevicesInUse": 0,
+        "ServerCertificates": 0,
+        "ServerCertificatesQuota": 20,
+        "AccessKeysPresent": sum(len(u["keys"]) for u in users),
+    }
+    return {"SummaryMap": Entries({"key": k, "value": v} for k, v in counts.items())}
+
+
+async def list_open_id_connect_providers(call: Call) -> dict[str, Any]:
+    """No OpenID Connect provider can be made here (AssumeRoleWithWebIdentity is not
+    served): the list is empty."""
+    return {"OpenIDConnectProviderList": []}
 
 
 async def get_access_key_last_used(call: Call) -> dict[str, Any]:
@@ -530,6 +571,8 @@ IAM_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
     "UpdateAccessKey": update_access_key,
     "DeleteAccessKey": delete_access_key,
     "GetAccessKeyLastUsed": get_access_key_last_used,
+    "GetAccountSummary": get_account_summary,
+    "ListOpenIDConnectProviders": list_open_id_connect_providers,
     "CreateGroup": create_group,
     "GetGroup": get_group,
     "ListGroups": list_groups,

@@ -27,7 +27,7 @@ from . import account as model
 from . import sts
 from .account import IamError
 from .actions import IAM_ACTIONS, resource
-from .call import Call, arn_of
+from .call import Call, Entries, arn_of
 from .principals import Principals
 from .sts import STS_ACTIONS
 
@@ -57,7 +57,8 @@ def _xml(value: Any) -> str:
     if isinstance(value, dict):
         return "".join(f"<{k}>{_xml(v)}</{k}>" for k, v in value.items() if v is not None)
     if isinstance(value, list):
-        return "".join(f"<member>{_xml(v)}</member>" for v in value)
+        item = "entry" if isinstance(value, Entries) else "member"
+        return "".join(f"<{item}>{_xml(v)}</{item}>" for v in value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return escape(str(value))

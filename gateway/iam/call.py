@@ -15,6 +15,13 @@ from .account import Account
 from .principals import Principals
 
 T = TypeVar("T")
+
+
+class Entries(list[dict[str, Any]]):
+    """A map in IAM's XML: <entry><key>..</key><value>..</value></entry> items (a plain list
+    is <member> items)."""
+
+
 MAX_ITEMS = 100
 
 

@@ -167,9 +167,8 @@ class Principals(Mapping[str, User]):
         if user is None or user["keys"][access_key]["status"] != "Active":
             return None
         secret = crypto.open_secret(self.master, user["keys"][access_key]["secret"]).decode()
-        return User(
-            access_key, secret, root.display_name, root.canonical_id, user_identity(account, user)
-        )
+        identity = None if account.is_root(user) else user_identity(account, user)
+        return User(access_key, secret, root.display_name, root.canonical_id, identity)
 
     async def _token_user(self, access_key: str, token: str) -> User | None:
         claims = open_token(self.master, token)
@@ -190,7 +189,7 @@ class Principals(Mapping[str, User]):
                 user = account.user_of_key(claims["parent"])
                 if user is None or user["keys"][claims["parent"]]["status"] != "Active":
                     return None
-                identity = user_identity(account, user)
+                identity = None if account.is_root(user) else user_identity(account, user)
             else:
                 role = account.doc["roles"].get(claims["role"].lower())
                 if role is None or role["id"] != claims["role_id"]:

@@ -73,8 +73,9 @@ async def get_session_token(call: Call) -> dict[str, Any]:
     user = call.user
     if user.session_token:
         raise IamError("AccessDenied", "Cannot call GetSessionToken with session credentials", 403)
-    kind = "root" if user.identity is None else "user"
-    seconds = _duration(call, "GetSessionToken", SESSION_MAX if kind == "user" else 3600)
+    # A users-file key is checked against the users file, any other against its account's keys.
+    kind = "root" if user.access_key in call.principals.roots else "user"
+    seconds = _duration(call, "GetSessionToken", SESSION_MAX if user.identity else 3600)
     return {"Credentials": _credentials(call, {"kind": kind, "parent": user.access_key}, seconds)}
 
 

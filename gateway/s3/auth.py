@@ -514,10 +514,9 @@ class Authenticator:
                 f'{dialect.prefix}incorrect service "{sigv4.printable(credential.service)}". '
                 f'This endpoint belongs to "{service}".',
             )
-        # IAM and STS are global: SDKs sign them for us-east-1 whatever the Region.
-        if credential.region != self._region and (
-            service == sigv4.SERVICE or credential.region != GLOBAL_REGION
-        ):
+        # IAM and STS are global: SDKs sign them for us-east-1 whatever the Region (and with
+        # region_name="" for an empty one; the signature covers the scope it names).
+        if credential.region != self._region and service == sigv4.SERVICE:
             raise S3Error(
                 dialect.code,
                 f"{dialect.prefix}the region '{sigv4.printable(credential.region)}' is wrong; "
@@ -582,9 +581,6 @@ class Authenticator:
             SignatureProvided=sigv4.printable(claim.signature),
             CanonicalRequest=sigv4.printable(canonical_request),
         )
-
-
-GLOBAL_REGION = "us-east-1"
 
 
 def is_nobody(user: User) -> bool:

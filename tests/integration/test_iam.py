@@ -279,6 +279,24 @@ def test_iam_answers_as_aws_does(server: GatewayProcess) -> None:
     iam.delete_user(UserName=user)
 
 
+def test_a_root_has_keys_of_its_own(server: GatewayProcess) -> None:
+    """CreateAccessKey without a UserName, signed by a root: a key of the root's (its
+    buckets, its powers), as AWS lets a root have; counted by GetAccountSummary."""
+    iam = _client(server, "iam", ALT)
+    made = iam.create_access_key()["AccessKey"]
+    key = (made["AccessKeyId"], made["SecretAccessKey"])
+    bucket = _name("root-key")
+    _client(server, "s3", key).create_bucket(Bucket=bucket)
+    assert _client(server, "s3", ALT).get_bucket_acl(Bucket=bucket)["Owner"]["ID"] == ALT_ID
+    assert _client(server, "sts", key).get_caller_identity()["Arn"] == f"arn:aws:iam::{ALT_ID}:root"
+    summary = iam.get_account_summary()["SummaryMap"]
+    assert summary["AccountAccessKeysPresent"] == 1 and summary["AccessKeysPerUserQuota"] == 2
+    assert iam.list_open_id_connect_providers()["OpenIDConnectProviderList"] == []
+    iam.delete_access_key(AccessKeyId=key[0])
+    assert fails(_client(server, "s3", key).list_buckets) == ("InvalidAccessKeyId", 403)
+    _client(server, "s3", ALT).delete_bucket(Bucket=bucket)
+
+
 def test_temporary_credentials(server: GatewayProcess) -> None:
     owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
     bucket, user, role = _name("iam-sts"), _name("ci"), _name("deployer")

@@ -31,7 +31,9 @@ def test_the_readme_lists_every_operation_served_and_no_other() -> None:
     named = {
         word
         for bullet in bullets
-        for word in re.findall(r"\b(?:[A-Z][a-z]+){2,}(?:V2)?\b", re.sub(r"\([^)]*\)", "", bullet))
+        for word in re.findall(
+            r"\b(?:[A-Z][a-z]+|ID(?=[A-Z])){2,}(?:V2)?\b", re.sub(r"\([^)]*\)", "", bullet)
+        )
     }
     assert named == set(OPERATIONS) | set(IAM_ACTIONS) | set(STS_ACTIONS)
 
