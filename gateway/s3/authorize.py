@@ -33,6 +33,7 @@ from . import grants, policy
 from .auth import ANONYMOUS
 from .errors import S3Error
 from .names import could_be_a_bucket
+from .policy_context import PRINCIPAL_KEYS, principal_value
 from .router import Op
 
 # Names of the bucket settings this module reads (Bucket.settings).
@@ -394,5 +395,15 @@ def decide_account(user: User, action: str, resource: str) -> bool:
     identity = user.identity
     if identity is None:
         return True
-    request = policy.PolicyRequest(_caller(user), action, resource, _no_conditions)
+    request = policy.PolicyRequest(_caller(user), action, resource, _principal_keys(user))
     return identity_verdict(identity, request) is policy.Effect.ALLOW
+
+
+def _principal_keys(user: User) -> Callable[[str], list[str] | None]:
+    """The condition keys (and policy variables) of a request that names no bucket: who
+    signed it."""
+
+    def value(key: str) -> list[str] | None:
+        return principal_value(user, key) if key in PRINCIPAL_KEYS else None
+
+    return value

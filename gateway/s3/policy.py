@@ -327,6 +327,7 @@ class Condition:
     if_exists: bool
     quantifier: str | None  # "ForAnyValue", "ForAllValues" or None
     base: str  # the operator without its quantifier and IfExists: "StringEquals"
+    variables: bool = False  # its values hold policy variables (${aws:username})
 
     def fixes_caller(self) -> bool:
         """Whether the condition lets only known callers through: a key that names the
@@ -358,18 +359,49 @@ class Condition:
             if self.quantifier == "ForAllValues":
                 return True
             return self.negated
+        wanted = self.values
+        if self.variables:
+            # A variable without a value (and no default) matches nothing.
+            wanted = tuple(v for v in (substitute(t, lookup) for t in wanted) if v is not None)
         if self.quantifier == "ForAllValues":
-            return all(self._one(a) for a in actual)
+            return all(self._one(a, wanted) for a in actual)
         if self.quantifier == "ForAnyValue":
-            return any(self._one(a) for a in actual)
+            return any(self._one(a, wanted) for a in actual)
         if self.negated:
-            return all(self._one(a) for a in actual)
-        return any(self._one(a) for a in actual)
+            return all(self._one(a, wanted) for a in actual)
+        return any(self._one(a, wanted) for a in actual)
 
-    def _one(self, actual: str) -> bool:
+    def _one(self, actual: str, wanted: tuple[str, ...]) -> bool:
         assert self.match is not None
-        hit = any(self.match(actual, wanted) for wanted in self.values)
+        hit = any(self.match(actual, value) for value in wanted)
         return not hit if self.negated else hit
+
+
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+def substitute(text: str, lookup: Callable[[str], list[str] | None]) -> str | None:
+    """`text` with its policy variables (`${aws:username}`, `${key, 'default'}`) replaced by
+    the request's values; None when one has neither a value nor a default (the resource or
+    value then matches nothing). `${*}`, `${?}` and `${$}` are those characters."""
+    missing = False
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal missing
+        name, _, default = m.group(1).partition(",")
+        name, default = name.strip(), default.strip()
+        if name in ("*", "?", "$"):
+            return name
+        found = lookup(name.lower())
+        if found:
+            return found[0]
+        if len(default) >= 2 and default[0] == default[-1] == "'":
+            return default[1:-1]
+        missing = True
+        return ""
+
+    out = _VARIABLE.sub(one, text)
+    return None if missing else out
 
 
 def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
@@ -383,7 +415,9 @@ def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
     raise malformed("Policy has an invalid condition key")
 
 
-def _conditions(value: object, kind: Kind = Kind.BUCKET) -> tuple[Condition, ...]:
+def _conditions(
+    value: object, kind: Kind = Kind.BUCKET, variables: bool = False
+) -> tuple[Condition, ...]:
     if not isinstance(value, dict):
         raise malformed("Condition must be an object")
     out: list[Condition] = []
@@ -419,6 +453,7 @@ def _conditions(value: object, kind: Kind = Kind.BUCKET) -> tuple[Condition, ...
                     if_exists,
                     quantifier,
                     base,
+                    variables and any("${" in v for v in values),
                 )
             )
     return tuple(out)
@@ -438,6 +473,8 @@ class Statement:
     resources: tuple[Wildcard, ...]
     not_resource: bool
     conditions: tuple[Condition, ...]
+    # Resources with policy variables, as written (matched once the request's values are in).
+    variable_resources: tuple[str, ...] = ()
 
     def applies(self, request: PolicyRequest) -> bool:
         if self.principals.match(request.caller) == self.not_principal:
@@ -445,7 +482,11 @@ class Statement:
         hit = any(p.matches(request.action) for p in self.actions)
         if hit == self.not_action:
             return False
-        hit = any(p.matches(request.resource) for p in self.resources)
+        resources = self.resources
+        if self.variable_resources:
+            texts = (substitute(t, request.lookup) for t in self.variable_resources)
+            resources += tuple(wildcard(t) for t in texts if t is not None)
+        hit = any(p.matches(request.resource) for p in resources)
         if hit == self.not_resource:
             return False
         return all(c.holds(request.lookup) for c in self.conditions)
@@ -515,7 +556,7 @@ def _resources(value: object, kind: Kind, bucket: str) -> tuple[Wildcard, ...]:
     return tuple(out)
 
 
-def _statement(doc: object, kind: Kind, bucket: str) -> Statement:
+def _statement(doc: object, kind: Kind, bucket: str, variables: bool = False) -> Statement:
     if not isinstance(doc, dict):
         raise malformed("Statement must be an object")
     known = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction"}
@@ -547,6 +588,12 @@ def _statement(doc: object, kind: Kind, bucket: str) -> Statement:
     # A trust policy's statements apply to the role they are attached to: no Resource.
     resource, not_resource = _pair(doc, "Resource", required=kind is not Kind.TRUST)
     condition = doc.get("Condition")
+    resources = _resources(resource, kind, bucket) if resource is not None else (_ANY,)
+    with_variables: tuple[str, ...] = ()
+    if variables and resource is not None:
+        texts = _strings(resource, "Resource")
+        with_variables = tuple(t for t in texts if "${" in t)
+        resources = tuple(r for r, t in zip(resources, texts, strict=True) if "${" not in t)
     return Statement(
         sid=sid,
         effect=effect,
@@ -554,9 +601,10 @@ def _statement(doc: object, kind: Kind, bucket: str) -> Statement:
         not_principal=not_principal,
         actions=_actions(action, kind),
         not_action=not_action,
-        resources=_resources(resource, kind, bucket) if resource is not None else (_ANY,),
+        resources=resources,
         not_resource=not_resource,
-        conditions=_conditions(condition, kind) if condition is not None else (),
+        conditions=_conditions(condition, kind, variables) if condition is not None else (),
+        variable_resources=with_variables,
     )
 
 
@@ -620,7 +668,10 @@ def parse(
         statements = [statements]
     if not isinstance(statements, list) or not statements:
         raise malformed("Missing required field Statement")
-    parsed = tuple(_statement(s, kind, bucket) for s in statements)
+    # Policy variables are read only in the current language version (reference_policies_
+    # variables.html: "Version": "2012-10-17"); in an older one "${...}" is literal text.
+    variables = version == "2012-10-17"
+    parsed = tuple(_statement(s, kind, bucket, variables) for s in statements)
     if kind is not Kind.BUCKET:
         sids = [s.sid for s in parsed if s.sid is not None]
         if len(sids) != len(set(sids)):

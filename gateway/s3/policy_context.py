@@ -14,8 +14,7 @@ from aiohttp import web
 from ..store import ObjectAttrs
 from ..users import User
 from . import tagging
-from .auth import AuthResult
-from .authorize import is_anonymous
+from .auth import AuthResult, is_nobody
 
 # s3:<name> keys that are a request header of the same name.
 _HEADER_KEYS = {
@@ -74,7 +73,7 @@ def lookup(
 ) -> Callable[[str], list[str] | None]:
     """An S3 request's condition values by lower-case key; None for a key it has no value
     for."""
-    signed = not is_anonymous(auth.user)
+    signed = not is_nobody(auth.user)
     caller = Caller(
         auth.user,
         request.remote,
@@ -107,6 +106,37 @@ def for_console(
     return values(Caller(user, request.remote, request.secure, {**headers, **sent}, sent), obj)
 
 
+PRINCIPAL_KEYS = frozenset(
+    ("aws:principalarn", "aws:principalaccount", "aws:userid", "aws:username", "aws:principaltype")
+)
+
+
+def principal_value(user: User, key: str) -> list[str] | None:
+    """Who signed, as the global condition keys (and policy variables) name it
+    (reference_policies_condition-keys.html): an account's root, an IAM user, or a role's
+    session (which has no aws:username)."""
+    identity = user.identity
+    if identity is None:
+        found = {
+            "aws:principalarn": f"arn:aws:iam::{user.canonical_id}:root",
+            "aws:principalaccount": user.canonical_id,
+            "aws:userid": user.canonical_id,
+            "aws:username": user.display_name,
+            "aws:principaltype": "Account",
+        }[key]
+        return [found]
+    session = ":assumed-role/" in identity.arn
+    role = next((a for a in identity.arns if ":role/" in a), identity.arn)
+    found = {
+        "aws:principalarn": role if session else identity.arn,
+        "aws:principalaccount": user.canonical_id,
+        "aws:userid": identity.user_id,
+        "aws:username": None if session else identity.arn.rpartition("/")[2],
+        "aws:principaltype": "AssumedRole" if session else "User",
+    }[key]
+    return None if found is None else [found]
+
+
 def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str] | None]:
     """The condition values of `caller`'s request on `obj` (its attrs, where the bucket's
     policy reads its tags), by lower-case key."""
@@ -123,7 +153,7 @@ def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str]
         if key in _QUERY_KEYS:
             found = caller.query.get(_QUERY_KEYS[key])
             return None if found is None else [found]
-        signed = not is_anonymous(caller.user)
+        signed = not is_nobody(caller.user)
         if key == "aws:sourceip":
             return [caller.remote] if caller.remote else None
         if key == "aws:securetransport":
@@ -132,20 +162,12 @@ def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str]
             return [dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
         if key == "aws:epochtime":
             return [str(int(time.time()))]
-        if key in ("aws:principalarn", "aws:principalaccount", "aws:userid", "aws:username"):
-            if not signed:
-                return None
-            user = caller.user
-            return [
-                {
-                    "aws:principalarn": f"arn:aws:iam::{user.canonical_id}:root",
-                    "aws:principalaccount": user.canonical_id,
-                    "aws:userid": user.canonical_id,
-                    "aws:username": user.display_name,
-                }[key]
-            ]
-        if key == "aws:principaltype":
-            return ["Account" if signed else "Anonymous"]
+        if key in PRINCIPAL_KEYS:
+            return (
+                principal_value(caller.user, key)
+                if signed
+                else (["Anonymous"] if key == "aws:principaltype" else None)
+            )
         if key == "s3:signatureversion":
             return None if caller.signature_version is None else [caller.signature_version]
         if key == "s3:authtype":

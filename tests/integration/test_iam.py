@@ -190,6 +190,34 @@ def test_an_explicit_deny_wins_and_a_bucket_policy_naming_the_user_allows(
     assert app.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
 
 
+def test_one_group_policy_gives_each_user_a_home(server: GatewayProcess) -> None:
+    """${aws:username} in a group's policy: each member writes under its own prefix only."""
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, group = _name("iam-homes"), _name("staff")
+    owner.create_bucket(Bucket=bucket)
+    iam.create_group(GroupName=group)
+    iam.put_group_policy(GroupName=group, PolicyName="home", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/home/${{aws:username}}/*"},
+        {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+         "Condition": {"StringLike": {"s3:prefix": "home/${aws:username}/*"}}},
+    ))  # fmt: skip
+    clients = {}
+    for person in (_name("ann"), _name("ben")):
+        iam.create_user(UserName=person)
+        iam.add_user_to_group(GroupName=group, UserName=person)
+        key = iam.create_access_key(UserName=person)["AccessKey"]
+        clients[person] = _client(server, "s3", (key["AccessKeyId"], key["SecretAccessKey"]))
+    (ann, a), (ben, b) = clients.items()
+    a.put_object(Bucket=bucket, Key=f"home/{ann}/cv", Body=b"a")
+    b.put_object(Bucket=bucket, Key=f"home/{ben}/cv", Body=b"b")
+    assert fails(a.put_object, Bucket=bucket, Key=f"home/{ben}/x", Body=b"x")[1] == 403
+    assert fails(a.get_object, Bucket=bucket, Key=f"home/{ben}/cv")[1] == 403
+    listed = a.list_objects_v2(Bucket=bucket, Prefix=f"home/{ann}/")
+    assert [o["Key"] for o in listed["Contents"]] == [f"home/{ann}/cv"]
+    assert fails(a.list_objects_v2, Bucket=bucket, Prefix=f"home/{ben}/")[1] == 403
+
+
 def test_another_accounts_user_needs_both_sides(server: GatewayProcess) -> None:
     owner = _client(server, "s3", OWNER)
     alt_iam = _client(server, "iam", ALT)
