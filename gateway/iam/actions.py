@@ -76,11 +76,17 @@ def _policy_shape(acc: Account, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _target_user(call: Call) -> str | None:
-    """The UserName a call names, or the caller itself (an IAM user) when it names none."""
+    """The UserName a call names, or the caller itself when it names none: an IAM user, or
+    (None) the account's root. A role's session is neither: it must name one."""
     name = call.get("UserName")
-    if name is None and call.user.identity is not None and ":user/" in call.user.identity.arn:
-        return call.user.identity.arn.rpartition("/")[2]
-    return name
+    identity = call.user.identity
+    if name is not None or identity is None:
+        return name
+    if ":user/" in identity.arn:
+        return identity.arn.rpartition("/")[2]
+    raise IamError(
+        "ValidationError", "Must specify a userName when calling with non-User credentials"
+    )
 
 
 async def create_user(call: Call) -> dict[str, Any]:

@@ -117,6 +117,18 @@ async def perform(
     action = actions.get(action_name)
     if action is None:
         raise IamError("InvalidAction", f"Could not find operation {action_name} for version.")
+    identity = user.identity
+    if (
+        service == "iam"
+        and user.session_token
+        and (identity is None or ":assumed-role/" not in identity.arn)
+    ):
+        # GetSessionToken's credentials call no IAM action (without MFA, which is not
+        # served): "You cannot call any IAM API operations unless MFA authentication
+        # information is included" (API_GetSessionToken.html).
+        raise IamError(
+            "AccessDenied", "Cannot call IAM operations with session credentials without MFA", 403
+        )
     master = store.keys.master if store.keys is not None else b""
     call = Call(user, params, store, principals, master)
     if action_name not in sts.ALWAYS and not decide_account(

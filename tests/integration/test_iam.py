@@ -404,6 +404,14 @@ def test_temporary_credentials(server: GatewayProcess) -> None:
     # Someone the trust policy does not name may not assume it.
     alt_sts = _client(server, "sts", ALT)
     assert fails(alt_sts.assume_role, RoleArn=role_arn, RoleSessionName="xx")[1] == 403
+    # A role's session names the user it means; GetSessionToken's credentials call no IAM.
+    role_iam = _client(server, "iam", (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))
+    iam.put_role_policy(RoleName=role, PolicyName="keys", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "iam:CreateAccessKey", "Resource": "*"}))  # fmt: skip
+    assert fails(role_iam.create_access_key) == ("ValidationError", 400)  # not the root's key
+    assert iam.list_access_keys()["AccessKeyMetadata"] == []
+    iam.delete_role_policy(RoleName=role, PolicyName="keys")
+    assert fails(_client(server, "iam", token).list_access_keys)[1] == 403
     # The role gone, its sessions go with it.
     iam.delete_role_policy(RoleName=role, PolicyName="write")
     iam.delete_role(RoleName=role)
