@@ -175,6 +175,13 @@ class Services:
                 raise IamError(
                     "MissingAuthenticationToken", "Request is missing Authentication Token", 403
                 )
+            if not request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 "):
+                # Only SigV4's Authorization header signs the body (its hash): S3's SigV2 and
+                # presigned URLs do not, and a signature seen once would then run any action
+                # its body names.
+                raise IamError(
+                    "IncompleteSignature", "IAM and STS requests must be signed with SigV4."
+                )
             try:
                 auth = await authenticator.identify(
                     signed, service, hashlib.sha256(body).hexdigest()

@@ -478,3 +478,53 @@ def test_an_unsigned_or_foreign_iam_request_is_refused(server: GatewayProcess) -
     with pytest.raises(ClientError) as refused:
         wrong.list_users()
     assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+
+
+# -- review: what an identity must not be able to do ----------------------------------------
+
+
+def _user_with(server: GatewayProcess, *statements: dict[str, Any]) -> tuple[str, tuple[str, str]]:
+    """A new IAM user of the owner's account with one inline policy, and its key."""
+    iam, user = _client(server, "iam", OWNER), _name("u")
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="p", PolicyDocument=_policy(*statements))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return user, (key["AccessKeyId"], key["SecretAccessKey"])
+
+
+def _raw(server: GatewayProcess, body: str, auth: Any) -> tuple[int, bytes]:
+    """A form POSTed to IAM's endpoint, signed by a botocore signer (`auth`)."""
+    import urllib.error
+    import urllib.request
+
+    from botocore.awsrequest import AWSRequest
+
+    signed = AWSRequest("POST", server.url + "/", data=body.encode(),
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    auth.add_auth(signed)
+    request = urllib.request.Request(
+        signed.url, data=body.encode(), headers=dict(signed.headers.items()), method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_a_form_whose_body_no_signature_covers_is_refused(server: GatewayProcess) -> None:
+    """SigV2 (S3's) signs no body: a signature seen once would run any IAM action for 15
+    minutes. IAM and STS take SigV4, which signs the body's hash."""
+    from botocore.auth import HmacV1Auth
+    from botocore.credentials import Credentials
+
+    victim = _name("v2")
+    status, body = _raw(
+        server,
+        f"Action=CreateUser&Version=2010-05-08&UserName={victim}",
+        HmacV1Auth(Credentials(*OWNER)),
+    )
+    assert status in (400, 403), body
+    iam = _client(server, "iam", OWNER)
+    assert fails(iam.get_user, UserName=victim)[1] == 404
+
