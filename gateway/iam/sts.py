@@ -31,7 +31,7 @@ def _duration(call: Call, action: str, limit: int) -> int:
     text = call.get("DurationSeconds")
     if text is None:
         return min(SESSION_DEFAULT[action], limit)
-    if not text.isdigit() or not SESSION_MIN <= int(text) <= limit:
+    if not (text.isascii() and text.isdigit()) or not SESSION_MIN <= int(text) <= limit:
         raise IamError(
             "ValidationError",
             f"1 validation error detected: Value '{text}' at 'durationSeconds' failed to satisfy "
@@ -79,7 +79,7 @@ async def get_session_token(call: Call) -> dict[str, Any]:
     return {"Credentials": _credentials(call, {"kind": kind, "parent": user.access_key}, seconds)}
 
 
-_SESSION_NAME = model.re.compile(r"[\w+=,.@-]{2,64}")
+_SESSION_NAME = model.re.compile(r"[\w+=,.@-]{2,64}", model.re.ASCII)
 
 
 async def assume_role(call: Call) -> dict[str, Any]:

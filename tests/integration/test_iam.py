@@ -528,3 +528,17 @@ def test_a_form_whose_body_no_signature_covers_is_refused(server: GatewayProcess
     iam = _client(server, "iam", OWNER)
     assert fails(iam.get_user, UserName=victim)[1] == 404
 
+
+def test_a_bad_number_is_a_validation_error(server: GatewayProcess) -> None:
+    from botocore.auth import SigV4Auth
+    from botocore.credentials import Credentials
+
+    for service, body in (
+        ("sts", "Action=GetSessionToken&Version=2011-06-15&DurationSeconds=%C2%B2"),
+        ("iam", "Action=ListUsers&Version=2010-05-08&MaxItems=%C2%B2"),
+        ("iam", f"Action=CreateRole&Version=2010-05-08&RoleName={_name('r')}"
+                "&AssumeRolePolicyDocument=%7B%7D&MaxSessionDuration=%C2%B2"),
+    ):  # fmt: skip
+        status, text = _raw(server, body, SigV4Auth(Credentials(*OWNER), service, "us-east-1"))
+        assert status == 400 or (status == 200 and service == "iam" and b"ListUsers" in text), text
+
