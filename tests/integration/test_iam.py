@@ -542,3 +542,48 @@ def test_a_bad_number_is_a_validation_error(server: GatewayProcess) -> None:
         status, text = _raw(server, body, SigV4Auth(Credentials(*OWNER), service, "us-east-1"))
         assert status == 400 or (status == 200 and service == "iam" and b"ListUsers" in text), text
 
+
+def test_renaming_needs_the_new_name_too(server: GatewayProcess) -> None:
+    """UpdateUser and UpdateGroup: "the requester must have appropriate permissions on both
+    the source object and the target object" (API_UpdateUser.html): a user who may manage
+    itself must not take a name that a bucket policy or a Deny names."""
+    user, creds = _user_with(
+        server, {"Effect": "Allow", "Action": "iam:UpdateUser", "Resource": "*"},
+        {"Effect": "Deny", "Action": "*", "Resource": f"arn:aws:iam::{OWNER_ID}:user/admin-*"},
+    )  # fmt: skip
+    me = _client(server, "iam", creds)
+    taken = _name("admin")
+    assert fails(me.update_user, UserName=user, NewUserName=taken) == ("AccessDenied", 403)
+
+
+def test_a_name_in_another_case_is_judged_as_the_entity(server: GatewayProcess) -> None:
+    """IAM's names are one name whatever their case: a Deny naming user/Victim holds for
+    UserName=victim too, and no Unicode look-alike (K, the Kelvin sign) reaches it."""
+    iam = _client(server, "iam", OWNER)
+    victim = _name("Victim")
+    iam.create_user(UserName=victim)
+    _, creds = _user_with(
+        server, {"Effect": "Allow", "Action": "iam:*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "*", "Resource": f"arn:aws:iam::{OWNER_ID}:user/{victim}"},
+    )  # fmt: skip
+    admin = _client(server, "iam", creds)
+    assert fails(admin.create_access_key, UserName=victim.lower()) == ("AccessDenied", 403)
+    assert fails(admin.create_access_key, UserName=victim.upper()) == ("AccessDenied", 403)
+    kelvin = _name("kelvin").replace("k", "\u212a")
+    assert fails(admin.create_user, UserName=kelvin) == ("ValidationError", 400)
+    assert iam.list_access_keys(UserName=victim)["AccessKeyMetadata"] == []
+
+
+def test_adding_a_user_to_a_group_is_judged_on_the_group(server: GatewayProcess) -> None:
+    """iam:AddUserToGroup's resource is the group (the Service Authorization Reference): a
+    user who may manage itself may not join the admins' group."""
+    iam = _client(server, "iam", OWNER)
+    admins = _name("admins")
+    iam.create_group(GroupName=admins)
+    user, creds = _user_with(server, {
+        "Effect": "Allow", "Action": ["iam:AddUserToGroup", "iam:RemoveUserFromGroup"],
+        "Resource": f"arn:aws:iam::{OWNER_ID}:user/${{aws:username}}"})  # fmt: skip
+    me = _client(server, "iam", creds)
+    assert fails(me.add_user_to_group, GroupName=admins, UserName=user) == ("AccessDenied", 403)
+    assert iam.get_group(GroupName=admins)["Users"] == []
+
