@@ -395,11 +395,11 @@ def decide_account(user: User, action: str, resource: str) -> bool:
     identity = user.identity
     if identity is None:
         return True
-    request = policy.PolicyRequest(_caller(user), action, resource, _principal_keys(user))
+    request = policy.PolicyRequest(_caller(user), action, resource, principal_keys(user))
     return identity_verdict(identity, request) is policy.Effect.ALLOW
 
 
-def _principal_keys(user: User) -> Callable[[str], list[str] | None]:
+def principal_keys(user: User) -> Callable[[str], list[str] | None]:
     """The condition keys (and policy variables) of a request that names no bucket: who
     signed it."""
 

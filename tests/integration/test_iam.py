@@ -587,3 +587,40 @@ def test_adding_a_user_to_a_group_is_judged_on_the_group(server: GatewayProcess)
     assert fails(me.add_user_to_group, GroupName=admins, UserName=user) == ("AccessDenied", 403)
     assert iam.get_group(GroupName=admins)["Users"] == []
 
+
+def _role(server: GatewayProcess, trust: dict[str, Any], *statements: dict[str, Any]) -> str:
+    iam, role = _client(server, "iam", OWNER), _name("role")
+    arn = iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [trust]}))["Role"]["Arn"]  # fmt: skip
+    if statements:
+        iam.put_role_policy(RoleName=role, PolicyName="p", PolicyDocument=_policy(*statements))
+    return arn
+
+
+def test_a_deny_wins_over_a_trust_policy(server: GatewayProcess) -> None:
+    """AssumeRole: an explicit Deny in the caller's own policies refuses even where the trust
+    policy names it; and the trust policy's conditions see who asks (aws:PrincipalArn)."""
+    user, creds = _user_with(
+        server, {"Effect": "Deny", "Action": "sts:AssumeRole", "Resource": "*"}
+    )
+    user_arn = f"arn:aws:iam::{OWNER_ID}:user/{user}"
+    named = _role(server, {"Effect": "Allow", "Principal": {"AWS": user_arn},
+                           "Action": "sts:AssumeRole"})  # fmt: skip
+    sts = _client(server, "sts", creds)
+    assert fails(sts.assume_role, RoleArn=named, RoleSessionName="ss")[1] == 403
+
+    other, other_creds = _user_with(
+        server, {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}
+    )
+    other_arn = f"arn:aws:iam::{OWNER_ID}:user/{other}"
+    guarded = _role(server, {"Effect": "Allow", "Principal": {"AWS": OWNER_ID},
+                             "Action": "sts:AssumeRole"})  # fmt: skip
+    iam = _client(server, "iam", OWNER)
+    iam.update_assume_role_policy(RoleName=guarded.rpartition("/")[2], PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole"},
+            {"Effect": "Deny", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole",
+             "Condition": {"StringEquals": {"aws:PrincipalArn": other_arn}}}]}))  # fmt: skip
+    sts = _client(server, "sts", other_creds)
+    assert fails(sts.assume_role, RoleArn=guarded, RoleSessionName="ss")[1] == 403
+
