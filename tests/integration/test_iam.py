@@ -624,3 +624,29 @@ def test_a_deny_wins_over_a_trust_policy(server: GatewayProcess) -> None:
     sts = _client(server, "sts", other_creds)
     assert fails(sts.assume_role, RoleArn=guarded, RoleSessionName="ss")[1] == 403
 
+
+def test_a_session_policy_narrows_a_bucket_policy_naming_the_role(
+    server: GatewayProcess,
+) -> None:
+    """A session policy limits "If the resource-based policy specifies the ARN of the role"
+    (IAM's guide, Session policies); naming the session's own ARN is not limited."""
+    owner = _client(server, "s3", OWNER)
+    bucket = _name("iam-narrow")
+    owner.create_bucket(Bucket=bucket)
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    role_arn = _role(server, {"Effect": "Allow", "Principal": {"AWS": OWNER_ID},
+                              "Action": "sts:AssumeRole"})  # fmt: skip
+    owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": {"AWS": role_arn}, "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
+    sts = _client(server, "sts", OWNER)
+    narrow = _policy({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"})
+    creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ss", Policy=narrow)["Credentials"]
+    session = _client(server, "s3", (creds["AccessKeyId"], creds["SecretAccessKey"],
+                                     creds["SessionToken"]))  # fmt: skip
+    assert fails(session.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+    # Without a session policy, the bucket policy naming the role allows.
+    plain = sts.assume_role(RoleArn=role_arn, RoleSessionName="ss")["Credentials"]
+    session = _client(server, "s3", (plain["AccessKeyId"], plain["SecretAccessKey"],
+                                     plain["SessionToken"]))  # fmt: skip
+    assert session.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
