@@ -50,7 +50,8 @@ def _validation(message: str) -> IamError:
     return IamError("ValidationError", message)
 
 
-_NAME = re.compile(r"[\w+=,.@-]+")
+# ASCII only, as IAM's names: a Unicode look-alike would lower() into another's (K, U+212A).
+_NAME = re.compile(r"[\w+=,.@-]+", re.ASCII)
 _PATH = re.compile(r"/|/[\x21-\x7e]*/")
 
 
@@ -401,7 +402,10 @@ class Account:
 def _session_limit(value: str | None) -> int:
     if value is None:
         return DEFAULT_SESSION
-    if not value.isdigit() or not DEFAULT_SESSION <= int(value) <= MAX_SESSION_LIMIT:
+    if (
+        not (value.isascii() and value.isdigit())
+        or not DEFAULT_SESSION <= int(value) <= MAX_SESSION_LIMIT
+    ):
         raise _validation(
             f"1 validation error detected: Value '{value}' at 'maxSessionDuration' failed to "
             "satisfy constraint: Member must have value less than or equal to 43200 and "

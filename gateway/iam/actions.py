@@ -602,15 +602,32 @@ IAM_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
 }
 
 
-def resource(call: Call, action: str) -> str:
-    """The ARN an IAM action is judged on (without paths: what policies name)."""
+# Actions judged on the group they name though they name a user too (the Service
+# Authorization Reference, list_awsidentityandaccessmanagementiam.html: "group*").
+_ON_GROUP = frozenset({"AddUserToGroup", "RemoveUserFromGroup"})
+_PARTS = {"user": "users", "group": "groups", "role": "roles"}
+
+
+def _named(acc: Account | None, kind: str, value: str) -> str:
+    """The name an entity is stored under: IAM's names are one name whatever their case, so
+    UserName=admin must be judged as user/Admin (a Deny naming it holds)."""
+    if acc is None:
+        return value
+    found = acc.doc[_PARTS[kind]].get(value.lower())
+    return value if found is None else found["name"]
+
+
+def resource(call: Call, action: str, acc: Account | None = None) -> str:
+    """The ARN an IAM action is judged on (without paths: what policies name), with the
+    entity's stored name when `acc` (the caller's account) has it."""
     account = call.account
-    for param, kind in (
-        ("UserName", "user"), ("GroupName", "group"), ("RoleName", "role"),
-    ):  # fmt: skip
+    params = (("UserName", "user"), ("GroupName", "group"), ("RoleName", "role"))
+    if action in _ON_GROUP:
+        params = (("GroupName", "group"),)
+    for param, kind in params:
         value = call.get(param)
         if value:
-            return f"arn:aws:iam::{account}:{kind}/{value}"
+            return f"arn:aws:iam::{account}:{kind}/{_named(acc, kind, value)}"
     if call.get("PolicyArn"):
         return call.get("PolicyArn") or "*"
     if action == "AssumeRole":
@@ -620,3 +637,15 @@ def resource(call: Call, action: str) -> str:
                                                      "DeleteAccessKey"):  # fmt: skip
         return call.user.identity.arn
     return "*"
+
+
+def renamed(call: Call, action: str) -> str | None:
+    """The ARN an UpdateUser or UpdateGroup renames its entity to: "the requester must have
+    appropriate permissions on both the source object and the target object"
+    (API_UpdateUser.html, API_UpdateGroup.html)."""
+    for name, param, kind in (("UpdateUser", "NewUserName", "user"),
+                              ("UpdateGroup", "NewGroupName", "group")):  # fmt: skip
+        value = call.get(param)
+        if action == name and value:
+            return f"arn:aws:iam::{call.account}:{kind}/{value}"
+    return None

@@ -26,7 +26,7 @@ from ..users import User
 from . import account as model
 from . import sts
 from .account import IamError
-from .actions import IAM_ACTIONS, resource
+from .actions import IAM_ACTIONS, renamed, resource
 from .call import Call, Entries, arn_of
 from .principals import Principals
 from .sts import STS_ACTIONS
@@ -131,15 +131,18 @@ async def perform(
         )
     master = store.keys.master if store.keys is not None else b""
     call = Call(user, params, store, principals, master)
-    if action_name not in sts.ALWAYS and not decide_account(
-        user, f"{service}:{action_name}", resource(call, action_name)
-    ):
-        raise IamError(
-            "AccessDenied",
-            f"User: {arn_of(user)} is not authorized to perform: "
-            f"{service}:{action_name} on resource: {resource(call, action_name)}",
-            403,
-        )
+    if action_name not in sts.ALWAYS:
+        # The entities' stored names (a name in another case is the same entity).
+        acc = await call.read() if service == "iam" and user.identity is not None else None
+        targets = [resource(call, action_name, acc), renamed(call, action_name)]
+        for target in filter(None, targets):
+            if not decide_account(user, f"{service}:{action_name}", target):
+                raise IamError(
+                    "AccessDenied",
+                    f"User: {arn_of(user)} is not authorized to perform: "
+                    f"{service}:{action_name} on resource: {target}",
+                    403,
+                )
     return await action(call)
 
 
@@ -174,6 +177,13 @@ class Services:
             if claimed_key(request.headers, query) is None:
                 raise IamError(
                     "MissingAuthenticationToken", "Request is missing Authentication Token", 403
+                )
+            if not request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256 "):
+                # Only SigV4's Authorization header signs the body (its hash): S3's SigV2 and
+                # presigned URLs do not, and a signature seen once would then run any action
+                # its body names.
+                raise IamError(
+                    "IncompleteSignature", "IAM and STS requests must be signed with SigV4."
                 )
             try:
                 auth = await authenticator.identify(

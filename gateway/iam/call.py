@@ -73,7 +73,11 @@ def page(call: Call, items: list[Any], name: str, key: Callable[[Any], str]) -> 
     if marker:
         items = [i for i in items if key(i) >= marker]
     limit = call.get("MaxItems")
-    size = int(limit) if limit and limit.isdigit() and int(limit) > 0 else MAX_ITEMS
+    size = (
+        int(limit)
+        if limit and limit.isascii() and limit.isdigit() and int(limit) > 0
+        else MAX_ITEMS
+    )
     shown, rest = items[:size], items[size:]
     out: dict[str, Any] = {name: shown, "IsTruncated": bool(rest)}
     if rest:

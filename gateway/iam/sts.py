@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..s3 import policy
-from ..s3.authorize import decide_account
+from ..s3.authorize import identity_verdict, principal_keys
 from ..users import User
 from . import account as model
 from .account import Account, IamError
@@ -31,7 +31,7 @@ def _duration(call: Call, action: str, limit: int) -> int:
     text = call.get("DurationSeconds")
     if text is None:
         return min(SESSION_DEFAULT[action], limit)
-    if not text.isdigit() or not SESSION_MIN <= int(text) <= limit:
+    if not (text.isascii() and text.isdigit()) or not SESSION_MIN <= int(text) <= limit:
         raise IamError(
             "ValidationError",
             f"1 validation error detected: Value '{text}' at 'durationSeconds' failed to satisfy "
@@ -79,7 +79,7 @@ async def get_session_token(call: Call) -> dict[str, Any]:
     return {"Credentials": _credentials(call, {"kind": kind, "parent": user.access_key}, seconds)}
 
 
-_SESSION_NAME = model.re.compile(r"[\w+=,.@-]{2,64}")
+_SESSION_NAME = model.re.compile(r"[\w+=,.@-]{2,64}", model.re.ASCII)
 
 
 async def assume_role(call: Call) -> dict[str, Any]:
@@ -103,7 +103,7 @@ async def assume_role(call: Call) -> dict[str, Any]:
     session_policy = call.get("Policy")
     if session_policy is not None:
         model.check_policy(session_policy, "policy", policy.Kind.IDENTITY)
-    if not _trusts(role, arn, call.user):
+    if not _trusts(role, arn, call.user, call):
         raise IamError(
             "AccessDenied",
             f"User: {arn_of(call.user)} is not authorized to perform: sts:AssumeRole on "
@@ -124,26 +124,41 @@ async def assume_role(call: Call) -> dict[str, Any]:
     }
 
 
-def _trusts(role: dict[str, Any], role_arn: str, user: User) -> bool:
+def _trusts(role: dict[str, Any], role_arn: str, user: User, call: Call) -> bool:
     """The role's trust policy allows `user` sts:AssumeRole: naming it (its ARN), or naming
-    its account, whose IAM identities then also need an Allow of their own."""
+    its account, whose IAM identities then also need an Allow of their own. An explicit Deny
+    in the caller's own policies refuses either way ("Policy evaluation logic"), and the
+    trust policy's conditions read who asks (aws:PrincipalArn, ...) and sts:ExternalId."""
     trust = policy.cached(role["trust"], "", policy.Kind.TRUST)
     arns = user.identity.arns if user.identity else frozenset()
     root = user.identity is None
+    principal = principal_keys(user)
+    asked = {"sts:externalid": call.get("ExternalId"), "sts:rolesessionname": call.get(
+        "RoleSessionName")}  # fmt: skip
+
+    def keys(key: str) -> list[str] | None:
+        if key in asked:
+            value = asked[key]
+            return None if value is None else [value]
+        return principal(key)
 
     def verdict(delegated: bool) -> policy.Effect | None:
         caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)
-        return trust.evaluate(policy.PolicyRequest(caller, "sts:AssumeRole", "*", _no_keys))
+        return trust.evaluate(policy.PolicyRequest(caller, "sts:AssumeRole", role_arn, keys))
 
+    own = None
+    if user.identity is not None:
+        request = policy.PolicyRequest(
+            policy.Caller(user.canonical_id, arns, root=False), "sts:AssumeRole", role_arn, keys
+        )
+        own = identity_verdict(user.identity, request)
+        if own is policy.Effect.DENY:
+            return False
     if verdict(True) is not policy.Effect.ALLOW:
         return False
     if root or verdict(False) is policy.Effect.ALLOW:
         return True
-    return decide_account(user, "sts:AssumeRole", role_arn)
-
-
-def _no_keys(_key: str) -> list[str] | None:
-    return None
+    return own is policy.Effect.ALLOW
 
 
 STS_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {

@@ -332,12 +332,21 @@ def decide(access: Access) -> bool:
             return True
         if not allowed:
             return False
-        named = doc is not None and doc.evaluate(
-            policy.PolicyRequest(
-                _caller(user, delegated=False), action, resource, access.conditions
-            )
-        )
-        return named is policy.Effect.ALLOW
+        assert doc is not None
+
+        def named_by(arns: frozenset[str]) -> bool:
+            caller = policy.Caller(user.canonical_id, arns, root=False, delegated=False)
+            found = doc.evaluate(policy.PolicyRequest(caller, action, resource, access.conditions))
+            return found is policy.Effect.ALLOW
+
+        if identity.session_policy is None:
+            return named_by(identity.arns)
+        # A role's session: a policy naming the session's own ARN allows past its session
+        # policy; one naming the role is limited by it ("Session policies", IAM's guide).
+        if named_by(identity.direct_arns):
+            return True
+        narrowed = identity.session_policy.evaluate(request)
+        return narrowed is policy.Effect.ALLOW and named_by(identity.arns)
     return own is policy.Effect.ALLOW and (granted or allowed)
 
 
@@ -395,11 +404,11 @@ def decide_account(user: User, action: str, resource: str) -> bool:
     identity = user.identity
     if identity is None:
         return True
-    request = policy.PolicyRequest(_caller(user), action, resource, _principal_keys(user))
+    request = policy.PolicyRequest(_caller(user), action, resource, principal_keys(user))
     return identity_verdict(identity, request) is policy.Effect.ALLOW
 
 
-def _principal_keys(user: User) -> Callable[[str], list[str] | None]:
+def principal_keys(user: User) -> Callable[[str], list[str] | None]:
     """The condition keys (and policy variables) of a request that names no bucket: who
     signed it."""
 

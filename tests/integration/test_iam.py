@@ -478,3 +478,175 @@ def test_an_unsigned_or_foreign_iam_request_is_refused(server: GatewayProcess) -
     with pytest.raises(ClientError) as refused:
         wrong.list_users()
     assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+
+
+# -- review: what an identity must not be able to do ----------------------------------------
+
+
+def _user_with(server: GatewayProcess, *statements: dict[str, Any]) -> tuple[str, tuple[str, str]]:
+    """A new IAM user of the owner's account with one inline policy, and its key."""
+    iam, user = _client(server, "iam", OWNER), _name("u")
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="p", PolicyDocument=_policy(*statements))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return user, (key["AccessKeyId"], key["SecretAccessKey"])
+
+
+def _raw(server: GatewayProcess, body: str, auth: Any) -> tuple[int, bytes]:
+    """A form POSTed to IAM's endpoint, signed by a botocore signer (`auth`)."""
+    import urllib.error
+    import urllib.request
+
+    from botocore.awsrequest import AWSRequest
+
+    signed = AWSRequest("POST", server.url + "/", data=body.encode(),
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    auth.add_auth(signed)
+    request = urllib.request.Request(
+        signed.url, data=body.encode(), headers=dict(signed.headers.items()), method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_a_form_whose_body_no_signature_covers_is_refused(server: GatewayProcess) -> None:
+    """SigV2 (S3's) signs no body: a signature seen once would run any IAM action for 15
+    minutes. IAM and STS take SigV4, which signs the body's hash."""
+    from botocore.auth import HmacV1Auth
+    from botocore.credentials import Credentials
+
+    victim = _name("v2")
+    status, body = _raw(
+        server,
+        f"Action=CreateUser&Version=2010-05-08&UserName={victim}",
+        HmacV1Auth(Credentials(*OWNER)),
+    )
+    assert status in (400, 403), body
+    iam = _client(server, "iam", OWNER)
+    assert fails(iam.get_user, UserName=victim)[1] == 404
+
+
+def test_a_bad_number_is_a_validation_error(server: GatewayProcess) -> None:
+    from botocore.auth import SigV4Auth
+    from botocore.credentials import Credentials
+
+    for service, body in (
+        ("sts", "Action=GetSessionToken&Version=2011-06-15&DurationSeconds=%C2%B2"),
+        ("iam", "Action=ListUsers&Version=2010-05-08&MaxItems=%C2%B2"),
+        ("iam", f"Action=CreateRole&Version=2010-05-08&RoleName={_name('r')}"
+                "&AssumeRolePolicyDocument=%7B%7D&MaxSessionDuration=%C2%B2"),
+    ):  # fmt: skip
+        status, text = _raw(server, body, SigV4Auth(Credentials(*OWNER), service, "us-east-1"))
+        assert status == 400 or (status == 200 and service == "iam" and b"ListUsers" in text), text
+
+
+def test_renaming_needs_the_new_name_too(server: GatewayProcess) -> None:
+    """UpdateUser and UpdateGroup: "the requester must have appropriate permissions on both
+    the source object and the target object" (API_UpdateUser.html): a user who may manage
+    itself must not take a name that a bucket policy or a Deny names."""
+    user, creds = _user_with(
+        server, {"Effect": "Allow", "Action": "iam:UpdateUser", "Resource": "*"},
+        {"Effect": "Deny", "Action": "*", "Resource": f"arn:aws:iam::{OWNER_ID}:user/admin-*"},
+    )  # fmt: skip
+    me = _client(server, "iam", creds)
+    taken = _name("admin")
+    assert fails(me.update_user, UserName=user, NewUserName=taken) == ("AccessDenied", 403)
+
+
+def test_a_name_in_another_case_is_judged_as_the_entity(server: GatewayProcess) -> None:
+    """IAM's names are one name whatever their case: a Deny naming user/Victim holds for
+    UserName=victim too, and no Unicode look-alike (K, the Kelvin sign) reaches it."""
+    iam = _client(server, "iam", OWNER)
+    victim = _name("Victim")
+    iam.create_user(UserName=victim)
+    _, creds = _user_with(
+        server, {"Effect": "Allow", "Action": "iam:*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "*", "Resource": f"arn:aws:iam::{OWNER_ID}:user/{victim}"},
+    )  # fmt: skip
+    admin = _client(server, "iam", creds)
+    assert fails(admin.create_access_key, UserName=victim.lower()) == ("AccessDenied", 403)
+    assert fails(admin.create_access_key, UserName=victim.upper()) == ("AccessDenied", 403)
+    kelvin = _name("kelvin").replace("k", "\u212a")
+    assert fails(admin.create_user, UserName=kelvin) == ("ValidationError", 400)
+    assert iam.list_access_keys(UserName=victim)["AccessKeyMetadata"] == []
+
+
+def test_adding_a_user_to_a_group_is_judged_on_the_group(server: GatewayProcess) -> None:
+    """iam:AddUserToGroup's resource is the group (the Service Authorization Reference): a
+    user who may manage itself may not join the admins' group."""
+    iam = _client(server, "iam", OWNER)
+    admins = _name("admins")
+    iam.create_group(GroupName=admins)
+    user, creds = _user_with(server, {
+        "Effect": "Allow", "Action": ["iam:AddUserToGroup", "iam:RemoveUserFromGroup"],
+        "Resource": f"arn:aws:iam::{OWNER_ID}:user/${{aws:username}}"})  # fmt: skip
+    me = _client(server, "iam", creds)
+    assert fails(me.add_user_to_group, GroupName=admins, UserName=user) == ("AccessDenied", 403)
+    assert iam.get_group(GroupName=admins)["Users"] == []
+
+
+def _role(server: GatewayProcess, trust: dict[str, Any], *statements: dict[str, Any]) -> str:
+    iam, role = _client(server, "iam", OWNER), _name("role")
+    arn = iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [trust]}))["Role"]["Arn"]  # fmt: skip
+    if statements:
+        iam.put_role_policy(RoleName=role, PolicyName="p", PolicyDocument=_policy(*statements))
+    return arn
+
+
+def test_a_deny_wins_over_a_trust_policy(server: GatewayProcess) -> None:
+    """AssumeRole: an explicit Deny in the caller's own policies refuses even where the trust
+    policy names it; and the trust policy's conditions see who asks (aws:PrincipalArn)."""
+    user, creds = _user_with(
+        server, {"Effect": "Deny", "Action": "sts:AssumeRole", "Resource": "*"}
+    )
+    user_arn = f"arn:aws:iam::{OWNER_ID}:user/{user}"
+    named = _role(server, {"Effect": "Allow", "Principal": {"AWS": user_arn},
+                           "Action": "sts:AssumeRole"})  # fmt: skip
+    sts = _client(server, "sts", creds)
+    assert fails(sts.assume_role, RoleArn=named, RoleSessionName="ss")[1] == 403
+
+    other, other_creds = _user_with(
+        server, {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}
+    )
+    other_arn = f"arn:aws:iam::{OWNER_ID}:user/{other}"
+    guarded = _role(server, {"Effect": "Allow", "Principal": {"AWS": OWNER_ID},
+                             "Action": "sts:AssumeRole"})  # fmt: skip
+    iam = _client(server, "iam", OWNER)
+    iam.update_assume_role_policy(RoleName=guarded.rpartition("/")[2], PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole"},
+            {"Effect": "Deny", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole",
+             "Condition": {"StringEquals": {"aws:PrincipalArn": other_arn}}}]}))  # fmt: skip
+    sts = _client(server, "sts", other_creds)
+    assert fails(sts.assume_role, RoleArn=guarded, RoleSessionName="ss")[1] == 403
+
+
+def test_a_session_policy_narrows_a_bucket_policy_naming_the_role(
+    server: GatewayProcess,
+) -> None:
+    """A session policy limits "If the resource-based policy specifies the ARN of the role"
+    (IAM's guide, Session policies); naming the session's own ARN is not limited."""
+    owner = _client(server, "s3", OWNER)
+    bucket = _name("iam-narrow")
+    owner.create_bucket(Bucket=bucket)
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    role_arn = _role(server, {"Effect": "Allow", "Principal": {"AWS": OWNER_ID},
+                              "Action": "sts:AssumeRole"})  # fmt: skip
+    owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
+        {"Effect": "Allow", "Principal": {"AWS": role_arn}, "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
+    sts = _client(server, "sts", OWNER)
+    narrow = _policy({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"})
+    creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ss", Policy=narrow)["Credentials"]
+    session = _client(server, "s3", (creds["AccessKeyId"], creds["SecretAccessKey"],
+                                     creds["SessionToken"]))  # fmt: skip
+    assert fails(session.get_object, Bucket=bucket, Key="k") == ("AccessDenied", 403)
+    # Without a session policy, the bucket policy naming the role allows.
+    plain = sts.assume_role(RoleArn=role_arn, RoleSessionName="ss")["Credentials"]
+    session = _client(server, "s3", (plain["AccessKeyId"], plain["SecretAccessKey"],
+                                     plain["SessionToken"]))  # fmt: skip
+    assert session.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
