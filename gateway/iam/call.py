@@ -58,7 +58,9 @@ class Call:
             return IdentityChange(result, acc.dump(), list(self.added), list(self.removed))
 
         result = await self.store.change_identities(self.account, run)
-        self.principals.forget(self.removed + self.stale)
+        # Whatever changed (a key, a policy, a group, a role), this worker reads every key
+        # afresh: the sessions made from a key or a role are cached under keys of their own.
+        self.principals.forget()
         return result
 
 

@@ -149,7 +149,10 @@ class Principals(Mapping[str, User]):
             self._cache.pop(access_key, None)
             user = await self._token_user(access_key, token)
         if user is not None:
-            self._cache[access_key] = (self._clock() + self._ttl, user)
+            keep = self._ttl
+            if token:  # never past the credentials' own expiry
+                keep = min(keep, open_token(self.master, token)["exp"] - self._wall())
+            self._cache[access_key] = (self._clock() + keep, user)
 
     async def _document(self, account: str) -> Account:
         assert self._store is not None

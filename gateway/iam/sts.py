@@ -22,6 +22,10 @@ NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/"
 SESSION_DEFAULT = {"GetSessionToken": 43200, "AssumeRole": 3600}
 SESSION_MIN = 900
 SESSION_MAX = 129600
+SESSION_CHAINED_MAX = 3600  # a role session assuming a role: one hour at most
+# "The plaintext that you use for both inline and managed session policies can't exceed
+# 2,048 characters" (API_AssumeRole.html).
+MAX_SESSION_POLICY = 2048
 
 
 # -- STS -----------------------------------------------------------------------------------
@@ -100,8 +104,18 @@ async def assume_role(call: Call) -> dict[str, Any]:
     role = acc.doc["roles"].get(rest.rpartition("/")[2].lower())
     if role is None or acc.arn("role", role["path"], role["name"]) != arn:
         raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
+    if call.user.identity is None:
+        # "You cannot use AWS account root user credentials to call AssumeRole" (its API
+        # reference): AWS's answer.
+        raise IamError("AccessDenied", "Roles may not be assumed by root accounts.", 403)
     session_policy = call.get("Policy")
     if session_policy is not None:
+        if len(session_policy) > MAX_SESSION_POLICY:
+            raise IamError(
+                "ValidationError",
+                "1 validation error detected: Value at 'policy' failed to satisfy constraint: "
+                f"Member must have length less than or equal to {MAX_SESSION_POLICY}",
+            )
         model.check_policy(session_policy, "policy", policy.Kind.IDENTITY)
     if not _trusts(role, arn, call.user, call):
         raise IamError(
@@ -110,7 +124,18 @@ async def assume_role(call: Call) -> dict[str, Any]:
             f"resource: {arn}",
             403,
         )
-    seconds = _duration(call, "AssumeRole", role["max_session"])
+    limit = role["max_session"]
+    if ":assumed-role/" in call.user.identity.arn:
+        # Role chaining: "limited to a maximum of one hour" (id_roles_terms-and-concepts).
+        limit = SESSION_CHAINED_MAX
+        asked = call.get("DurationSeconds")
+        if asked is not None and asked.isascii() and asked.isdigit() and int(asked) > limit:
+            raise IamError(
+                "ValidationError",
+                "The requested DurationSeconds exceeds the 1 hour session limit for roles "
+                "assumed by role chaining.",
+            )
+    seconds = _duration(call, "AssumeRole", limit)
     claims = {"kind": "role", "role": role["name"], "role_id": role["id"], "session": session}
     if session_policy is not None:
         claims["policy"] = session_policy
@@ -120,7 +145,9 @@ async def assume_role(call: Call) -> dict[str, Any]:
     return {
         "Credentials": _credentials(call, claims, seconds),
         "AssumedRoleUser": {"AssumedRoleId": identity.user_id, "Arn": identity.arn},
-        "PackedPolicySize": 0 if session_policy is None else 6,
+        "PackedPolicySize": 0
+        if session_policy is None
+        else len(session_policy) * 100 // MAX_SESSION_POLICY,
     }
 
 

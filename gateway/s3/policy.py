@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .errors import S3Error
+from .variables import LITERAL, substitute
 from .wildcard import Wildcard, wildcard
 
 MAX_POLICY_BYTES = 20 * 1024  # "Bucket policies are limited to 20 KB" (add-bucket-policy.html)
@@ -361,8 +362,13 @@ class Condition:
             return self.negated
         wanted = self.values
         if self.variables:
-            # A variable without a value (and no default) matches nothing.
-            wanted = tuple(v for v in (substitute(t, lookup) for t in wanted) if v is not None)
+            # A variable without a value (and no default) matches nothing; under a Like
+            # operator what it brings in is text, never a wildcard (as in a Resource).
+            like = self.base.endswith("Like")
+            texts = (substitute(t, lookup, literal=like) for t in wanted)
+            wanted = tuple(v for v in texts if v is not None)
+            if like:
+                actual = [a.translate(LITERAL) for a in actual]
         if self.quantifier == "ForAllValues":
             return all(self._one(a, wanted) for a in actual)
         if self.quantifier == "ForAnyValue":
@@ -375,33 +381,6 @@ class Condition:
         assert self.match is not None
         hit = any(self.match(actual, value) for value in wanted)
         return not hit if self.negated else hit
-
-
-_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-
-
-def substitute(text: str, lookup: Callable[[str], list[str] | None]) -> str | None:
-    """`text` with its policy variables (`${aws:username}`, `${key, 'default'}`) replaced by
-    the request's values; None when one has neither a value nor a default (the resource or
-    value then matches nothing). `${*}`, `${?}` and `${$}` are those characters."""
-    missing = False
-
-    def one(m: re.Match[str]) -> str:
-        nonlocal missing
-        name, _, default = m.group(1).partition(",")
-        name, default = name.strip(), default.strip()
-        if name in ("*", "?", "$"):
-            return name
-        found = lookup(name.lower())
-        if found:
-            return found[0]
-        if len(default) >= 2 and default[0] == default[-1] == "'":
-            return default[1:-1]
-        missing = True
-        return ""
-
-    out = _VARIABLE.sub(one, text)
-    return None if missing else out
 
 
 def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
@@ -482,11 +461,13 @@ class Statement:
         hit = any(p.matches(request.action) for p in self.actions)
         if hit == self.not_action:
             return False
-        resources = self.resources
-        if self.variable_resources:
-            texts = (substitute(t, request.lookup) for t in self.variable_resources)
-            resources += tuple(wildcard(t) for t in texts if t is not None)
-        hit = any(p.matches(request.resource) for p in resources)
+        hit = any(p.matches(request.resource) for p in self.resources)
+        if not hit and self.variable_resources:
+            # What a variable brings in is text, never a wildcard: its `*` and `?` are
+            # matched as those characters (against the resource's, marked the same way).
+            texts = (substitute(t, request.lookup, literal=True) for t in self.variable_resources)
+            marked = request.resource.translate(LITERAL)
+            hit = any(wildcard(t).matches(marked) for t in texts if t is not None)
         if hit == self.not_resource:
             return False
         return all(c.holds(request.lookup) for c in self.conditions)

@@ -5,6 +5,7 @@ AssumeRole. On both catalogs; and across two nodes of one PostgreSQL catalog."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -401,6 +402,29 @@ def test_temporary_credentials(server: GatewayProcess) -> None:
                                      narrowed["SessionToken"]))  # fmt: skip
     assert reader.get_object(Bucket=bucket, Key="by-role")["Body"].read() == b"r"
     assert fails(reader.put_object, Bucket=bucket, Key="no", Body=b"x") == ("AccessDenied", 403)
+    # A root may assume no role (AWS's answer); a session policy is 2,048 characters at most;
+    # a role's session assumes a role for an hour at most (role chaining).
+    root_sts = _client(server, "sts", OWNER)
+    assert fails(root_sts.assume_role, RoleArn=role_arn, RoleSessionName="xx") == (
+        "AccessDenied", 403)  # fmt: skip
+    big = _policy(*[{"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{i}"}
+                    for i in range(60)])  # fmt: skip
+    assert len(big) > 2048
+    user_sts = _client(server, "sts", creds)
+    assert fails(user_sts.assume_role, RoleArn=role_arn, RoleSessionName="xx", Policy=big)[0] == (
+        "ValidationError")  # fmt: skip
+    role_sts = _client(server, "sts", (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))
+    both = [principal["AWS"], assumed["AssumedRoleUser"]["Arn"]]
+    iam.update_assume_role_policy(
+        RoleName=role,
+        PolicyDocument=_policy(
+            {"Effect": "Allow", "Principal": {"AWS": both}, "Action": "sts:AssumeRole"}
+        ),
+    )
+    assert fails(role_sts.assume_role, RoleArn=role_arn, RoleSessionName="chain",
+                 DurationSeconds=7200)[0] == "ValidationError"  # fmt: skip
+    chained = role_sts.assume_role(RoleArn=role_arn, RoleSessionName="chain")["Credentials"]
+    assert (chained["Expiration"] - dt.datetime.now(dt.UTC)).total_seconds() <= 3600
     # Someone the trust policy does not name may not assume it.
     alt_sts = _client(server, "sts", ALT)
     assert fails(alt_sts.assume_role, RoleArn=role_arn, RoleSessionName="xx")[1] == 403
@@ -639,7 +663,13 @@ def test_a_session_policy_narrows_a_bucket_policy_naming_the_role(
     owner.put_bucket_policy(Bucket=bucket, Policy=_policy(
         {"Effect": "Allow", "Principal": {"AWS": role_arn}, "Action": "s3:GetObject",
          "Resource": f"arn:aws:s3:::{bucket}/*"}))  # fmt: skip
-    sts = _client(server, "sts", OWNER)
+    # Roots assume no role: an IAM user allowed sts:AssumeRole does.
+    iam, assumer = _client(server, "iam", OWNER), _name("assumer")
+    iam.create_user(UserName=assumer)
+    iam.put_user_policy(UserName=assumer, PolicyName="assume", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}))  # fmt: skip
+    made = iam.create_access_key(UserName=assumer)["AccessKey"]
+    sts = _client(server, "sts", (made["AccessKeyId"], made["SecretAccessKey"]))
     narrow = _policy({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"})
     creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ss", Policy=narrow)["Credentials"]
     session = _client(server, "s3", (creds["AccessKeyId"], creds["SecretAccessKey"],

@@ -64,3 +64,24 @@ def test_a_resource_without_variables_is_untouched() -> None:
     )
     assert _ask(doc, "arn:aws:s3:::a/k", {}) is Effect.ALLOW
     assert _ask(doc, "arn:aws:s3:::carol/k", {"aws:username": "carol"}) is Effect.ALLOW
+
+
+def test_what_a_variable_brings_is_text_not_a_wildcard() -> None:
+    doc = _identity("2012-10-17", HOME)
+    # A value holding * or ? matches only those characters.
+    star = {"aws:username": "*"}
+    assert _ask(doc, "arn:aws:s3:::team/home/bob/notes", star) is None
+    assert _ask(doc, "arn:aws:s3:::team/home/*/notes", star) is Effect.ALLOW
+    assert _ask(doc, "arn:aws:s3:::team/home/b/notes", {"aws:username": "?"}) is None
+    # ${*} is the character itself.
+    literal = _identity("2012-10-17", {"Effect": "Allow", "Action": "s3:PutObject",
+                                       "Resource": "arn:aws:s3:::team/${*}"})  # fmt: skip
+    assert _ask(literal, "arn:aws:s3:::team/anything", {}) is None
+    assert _ask(literal, "arn:aws:s3:::team/*", {}) is Effect.ALLOW
+    # The same under StringLike.
+    like = _identity("2012-10-17", {
+        "Effect": "Allow", "Action": "s3:PutObject", "Resource": "*",
+        "Condition": {"StringLike": {"s3:prefix": "home/${aws:username}/*"}},
+    })  # fmt: skip
+    assert _ask(like, "x", {"s3:prefix": "home/bob/a", "aws:username": "*"}) is None
+    assert _ask(like, "x", {"s3:prefix": "home/*/a", "aws:username": "*"}) is Effect.ALLOW
