@@ -443,14 +443,13 @@ async def get_policy(call: Call) -> dict[str, Any]:
 
 
 async def get_policy_version(call: Call) -> dict[str, Any]:
-
     acc = await call.read()
     text, entry = acc.managed(call.get("PolicyArn"))
     version = call.get("VersionId") or "v1"
-    if entry is not None:
-        if version not in entry["versions"]:
-            raise IamError("NoSuchEntity", f"Policy version {version} does not exist.", 404)
-        text = entry["versions"][version]
+    versions = {"v1": text} if entry is None else entry["versions"]  # AWS's: one version here
+    if version not in versions:
+        raise IamError("NoSuchEntity", f"Policy version {version} does not exist.", 404)
+    text = versions[version]
     is_default = entry is None or entry["default"] == version
     return {"PolicyVersion": {"Document": quote(text, safe=""), "VersionId": version,
                               "IsDefaultVersion": is_default}}  # fmt: skip

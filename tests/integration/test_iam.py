@@ -305,6 +305,10 @@ def test_iam_answers_as_aws_does(server: GatewayProcess) -> None:
     assert fails(iam.delete_policy, PolicyArn=arn) == ("DeleteConflict", 409)
     iam.detach_user_policy(UserName=user, PolicyArn=arn)
     iam.delete_policy(PolicyArn=arn)
+    aws_managed = "arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"
+    version = iam.get_policy_version(PolicyArn=aws_managed, VersionId="v1")["PolicyVersion"]
+    assert "s3:Get*" in json.dumps(version["Document"])
+    assert fails(iam.get_policy_version, PolicyArn=aws_managed, VersionId="v9")[1] == 404
     iam.delete_user(UserName=user)
 
 
