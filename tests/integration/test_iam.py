@@ -480,6 +480,19 @@ def test_a_key_deleted_on_one_node_is_refused_on_the_other(
             creds = (key["AccessKeyId"], key["SecretAccessKey"])
             # Made on one node, it works on the other at once.
             _client(second, "s3", creds).list_buckets()
+            # Both nodes changing one account at once (its first document too): no change
+            # is lost, none is made twice.
+            from concurrent.futures import ThreadPoolExecutor
+
+            def make(node: GatewayProcess, name: str) -> None:
+                _client(node, "iam", ALT).create_user(UserName=name)
+
+            names = [_name("both") for _ in range(16)]
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(make, [first, second] * 8, names))
+            for node in (first, second):
+                listed = _client(node, "iam", ALT).list_users()["Users"]
+                assert sorted(u["UserName"] for u in listed) == sorted(names)
             iam.delete_access_key(UserName=user, AccessKeyId=creds[0])
             assert fails(_client(first, "s3", creds).list_buckets)[0] == "InvalidAccessKeyId"
             time.sleep(float(cache) + 0.2)
