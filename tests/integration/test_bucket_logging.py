@@ -589,3 +589,29 @@ def test_a_target_granting_the_logging_service_by_policy(gateway, s3):
             },
         )
     ) == ("InvalidTargetBucketForLogging", 400)
+
+
+def test_an_iam_users_request_names_the_user(gateway, s3):
+    """The Requester of a record is the IAM user's ARN; an account root's, its canonical id
+    (LogFormat.html)."""
+    import boto3
+
+    iam = boto3.client(
+        "iam", endpoint_url=gateway.url, aws_access_key_id=OWNER[0],
+        aws_secret_access_key=OWNER[1], region_name="us-east-1",
+    )  # fmt: skip
+    arn = iam.create_user(UserName="logged-app")["User"]["Arn"]
+    iam.put_user_policy(UserName="logged-app", PolicyName="put", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "s3:PutObject", "Resource": "*"}]}))  # fmt: skip
+    key = iam.create_access_key(UserName="logged-app")["AccessKey"]
+    s3.create_bucket(Bucket="src-iam")
+    s3.create_bucket(Bucket="logs-iam")
+    enable(s3, "src-iam", "logs-iam")
+    app = gateway.client(key["AccessKeyId"], key["SecretAccessKey"])
+    app.put_object(Bucket="src-iam", Key="by-app", Body=b"a")
+    s3.put_object(Bucket="src-iam", Key="by-root", Body=b"r")
+    records = parse(s3.get_object(Bucket="logs-iam", Key=flush(gateway, "src-iam"))["Body"].read())
+    puts = {r["key"]: r for r in records if r["operation"] == "REST.PUT.OBJECT"}
+    assert puts["by-app"]["requester"] == arn
+    assert puts["by-root"]["requester"] == OWNER_ID
