@@ -296,6 +296,53 @@ class Account:
                  "versions": {"v1": text}, "default": "v1", "next": 2}  # fmt: skip
         return self._create("policies", "policy", name, entry)
 
+    def customer_policy(self, arn: str | None) -> dict[str, Any]:
+        """A customer managed policy of this account (AWS's own have no versions to change)."""
+        _, entry = self.managed(arn)
+        if entry is None:
+            raise IamError("AccessDenied", "An AWS managed policy cannot be changed.", 403)
+        return entry
+
+    def create_policy_version(self, arn: str | None, text: str | None, default: bool) -> str:
+        entry = self.customer_policy(arn)
+        text = check_policy(text, "policyDocument", policy.Kind.IDENTITY)
+        if _squeezed(text) > MANAGED_BYTES:
+            raise IamError(
+                "LimitExceeded", f"Cannot exceed quota for PolicySize: {MANAGED_BYTES}", 409
+            )
+        if len(entry["versions"]) >= MAX_POLICY_VERSIONS:
+            raise IamError(
+                "LimitExceeded",
+                f"A managed policy can have up to {MAX_POLICY_VERSIONS} versions. Before you "
+                "create a new version, you must delete an existing version.",
+                409,
+            )
+        version = f"v{entry['next']}"
+        entry["next"] += 1
+        entry["versions"][version] = text
+        entry.setdefault("dates", {})[version] = entry["updated"] = time.time()
+        if default:
+            entry["default"] = version
+        return version
+
+    def policy_version(self, entry: dict[str, Any], version: str | None) -> str:
+        if version not in entry["versions"]:
+            raise IamError("NoSuchEntity", f"Policy version {version} does not exist.", 404)
+        return version
+
+    def set_default_version(self, arn: str | None, version: str | None) -> None:
+        entry = self.customer_policy(arn)
+        entry["default"] = self.policy_version(entry, version)
+        entry["updated"] = time.time()
+
+    def delete_policy_version(self, arn: str | None, version: str | None) -> None:
+        entry = self.customer_policy(arn)
+        version = self.policy_version(entry, version)
+        if version == entry["default"]:
+            raise IamError("DeleteConflict", "Cannot delete the default version of a policy.", 409)
+        del entry["versions"][version]
+        entry.get("dates", {}).pop(version, None)
+
     # -- policies of an identity --
 
     def put_inline(
@@ -379,6 +426,13 @@ class Account:
         assert arn is not None
         if self.attachments(arn):
             raise IamError("DeleteConflict", "Cannot delete a policy attached to entities.", 409)
+        if len(entry["versions"]) > 1:
+            raise IamError(
+                "DeleteConflict",
+                "This policy has more than one version. Before you delete a policy, you must "
+                "delete the policy's versions. The default version is deleted with the policy.",
+                409,
+            )
         del self.doc["policies"][entry["name"].lower()]
 
     # -- what an identity may do --

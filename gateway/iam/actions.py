@@ -474,6 +474,45 @@ async def delete_policy(call: Call) -> None:
     await call.change(lambda acc: acc.delete_policy(call.get("PolicyArn")))
 
 
+def _version_shape(entry: dict[str, Any], version: str) -> dict[str, Any]:
+    return {
+        "VersionId": version,
+        "IsDefaultVersion": entry["default"] == version,
+        "CreateDate": iso_time(entry.get("dates", {}).get(version, entry["created"])),
+    }
+
+
+async def create_policy_version(call: Call) -> dict[str, Any]:
+    """A new version of a customer managed policy (Terraform's update of aws_iam_policy)."""
+    default = (call.get("SetAsDefault") or "false").lower() == "true"
+
+    def run(acc: Account) -> dict[str, Any]:
+        arn = call.get("PolicyArn")
+        version = acc.create_policy_version(arn, call.get("PolicyDocument"), default)
+        return {"PolicyVersion": _version_shape(acc.customer_policy(arn), version)}
+
+    return await call.change(run)
+
+
+async def list_policy_versions(call: Call) -> dict[str, Any]:
+    acc = await call.read()
+    entry = acc.customer_policy(call.get("PolicyArn"))
+    shapes = [_version_shape(entry, v) for v in entry["versions"]]
+    return page(call, shapes, "Versions", lambda v: f"{int(v['VersionId'][1:]):09d}")
+
+
+async def set_default_policy_version(call: Call) -> None:
+    await call.change(
+        lambda acc: acc.set_default_version(call.get("PolicyArn"), call.get("VersionId"))
+    )
+
+
+async def delete_policy_version(call: Call) -> None:
+    await call.change(
+        lambda acc: acc.delete_policy_version(call.get("PolicyArn"), call.get("VersionId"))
+    )
+
+
 # -- inline and attached policies of users, groups and roles (one set of functions) ---------
 
 _KINDS = {"User": "user", "Group": "group", "Role": "role"}
@@ -597,6 +636,10 @@ IAM_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
     "GetPolicyVersion": get_policy_version,
     "ListPolicies": list_policies,
     "DeletePolicy": delete_policy,
+    "CreatePolicyVersion": create_policy_version,
+    "ListPolicyVersions": list_policy_versions,
+    "SetDefaultPolicyVersion": set_default_policy_version,
+    "DeletePolicyVersion": delete_policy_version,
     **_inline_actions(),
 }
 

@@ -330,6 +330,43 @@ def test_a_root_has_keys_of_its_own(server: GatewayProcess) -> None:
     _client(server, "s3", ALT).delete_bucket(Bucket=bucket)
 
 
+def test_a_managed_policys_versions(server: GatewayProcess) -> None:
+    """CreatePolicyVersion as Terraform updates a policy: the default version is the one
+    that counts; five versions at most; the default is not deleted alone."""
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, user = _name("iam-versions"), _name("versioned")
+    owner.create_bucket(Bucket=bucket)
+    owner.put_object(Bucket=bucket, Key="k", Body=b"v")
+    read = _policy({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"})
+    none = _policy({"Effect": "Deny", "Action": "s3:GetObject", "Resource": "*"})
+    arn = iam.create_policy(PolicyName=_name("p"), PolicyDocument=none)["Policy"]["Arn"]
+    iam.create_user(UserName=user)
+    iam.attach_user_policy(UserName=user, PolicyArn=arn)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    app = _client(server, "s3", (key["AccessKeyId"], key["SecretAccessKey"]))
+    assert fails(app.get_object, Bucket=bucket, Key="k")[1] == 403
+    made = iam.create_policy_version(PolicyArn=arn, PolicyDocument=read, SetAsDefault=True)
+    assert made["PolicyVersion"]["VersionId"] == "v2"
+    assert app.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+    for _ in range(3):
+        iam.create_policy_version(PolicyArn=arn, PolicyDocument=none)
+    assert fails(iam.create_policy_version, PolicyArn=arn, PolicyDocument=none) == (
+        "LimitExceeded", 409)  # fmt: skip
+    versions = iam.list_policy_versions(PolicyArn=arn)["Versions"]
+    assert [(v["VersionId"], v["IsDefaultVersion"]) for v in versions] == [
+        ("v1", False), ("v2", True), ("v3", False), ("v4", False), ("v5", False)]  # fmt: skip
+    assert fails(iam.delete_policy_version, PolicyArn=arn, VersionId="v2") == (
+        "DeleteConflict", 409)  # fmt: skip
+    iam.set_default_policy_version(PolicyArn=arn, VersionId="v1")
+    assert fails(app.get_object, Bucket=bucket, Key="k")[1] == 403
+    iam.detach_user_policy(UserName=user, PolicyArn=arn)
+    assert fails(iam.delete_policy, PolicyArn=arn) == ("DeleteConflict", 409)
+    for version in ("v2", "v3", "v4", "v5"):
+        iam.delete_policy_version(PolicyArn=arn, VersionId=version)
+    iam.delete_policy(PolicyArn=arn)
+    assert fails(iam.get_policy, PolicyArn=arn)[1] == 404
+
+
 def test_temporary_credentials(server: GatewayProcess) -> None:
     owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
     bucket, user, role = _name("iam-sts"), _name("ci"), _name("deployer")
