@@ -14,6 +14,7 @@ from urllib.parse import quote
 from ..s3 import policy
 from ..store import crypto
 from . import account as model
+from . import policies
 from .account import Account, IamError
 from .call import Call, Entries, iso_time, page, under
 
@@ -30,7 +31,51 @@ def _user_shape(acc: Account, user: dict[str, Any]) -> dict[str, Any]:
         "UserId": user["id"],
         "Arn": acc.arn("user", user["path"], user["name"]),
         "CreateDate": iso_time(user["created"]),
+        "Tags": _tag_list(user),
     }
+
+
+# -- tags of users and roles (Terraform sends them on create and reads them back) -----------
+
+MAX_TAGS = 50
+
+
+def _tag_list(entry: dict[str, Any]) -> list[dict[str, str]] | None:
+    tags = entry.get("tags") or {}
+    return [{"Key": k, "Value": v} for k, v in tags.items()] or None
+
+
+def _members(call: Call, prefix: str) -> list[dict[str, str]]:
+    """A list parameter of the query protocol: `prefix.member.N[.Field]`, in N's order."""
+    found: dict[int, dict[str, str]] = {}
+    for name, value in call.params.items():
+        head, _, rest = name.partition(f"{prefix}.member.")
+        if head or not rest:
+            continue
+        number, _, field = rest.partition(".")
+        if number.isascii() and number.isdigit():
+            found.setdefault(int(number), {})[field] = value
+    return [found[n] for n in sorted(found)]
+
+
+def _tags_of(call: Call) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for member in _members(call, "Tags"):
+        key, value = member.get("Key", ""), member.get("Value", "")
+        if not 1 <= len(key) <= 128 or len(value) > 256:
+            raise IamError(
+                "ValidationError",
+                "A tag's key must have 1 to 128 characters and its value up to 256",
+            )
+        tags[key] = value
+    return tags
+
+
+def _tag(entry: dict[str, Any], tags: dict[str, str]) -> None:
+    merged = {**entry.get("tags", {}), **tags}
+    if len(merged) > MAX_TAGS:
+        raise IamError("LimitExceeded", f"Cannot exceed quota for TagsPerEntity: {MAX_TAGS}", 409)
+    entry["tags"] = merged
 
 
 def _group_shape(acc: Account, group: dict[str, Any]) -> dict[str, Any]:
@@ -54,21 +99,7 @@ def _role_shape(acc: Account, role: dict[str, Any]) -> dict[str, Any]:
         "AssumeRolePolicyDocument": quote(role["trust"], safe=""),
         "Description": role["description"] or None,
         "MaxSessionDuration": role["max_session"],
-    }
-
-
-def _policy_shape(acc: Account, entry: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "PolicyName": entry["name"],
-        "PolicyId": entry["id"],
-        "Arn": acc.arn("policy", entry["path"], entry["name"]),
-        "Path": entry["path"],
-        "DefaultVersionId": entry["default"],
-        "AttachmentCount": acc.attachments(acc.arn("policy", entry["path"], entry["name"])),
-        "IsAttachable": True,
-        "Description": entry["description"] or None,
-        "CreateDate": iso_time(entry["created"]),
-        "UpdateDate": iso_time(entry["updated"]),
+        "Tags": _tag_list(role),
     }
 
 
@@ -90,8 +121,12 @@ def _target_user(call: Call) -> str | None:
 
 
 async def create_user(call: Call) -> dict[str, Any]:
+    tags = _tags_of(call)
+
     def run(acc: Account) -> dict[str, Any]:
-        return {"User": _user_shape(acc, acc.create_user(call.get("UserName"), call.get("Path")))}
+        user = acc.create_user(call.get("UserName"), call.get("Path"))
+        _tag(user, tags)
+        return {"User": _user_shape(acc, user)}
 
     return await call.change(run)
 
@@ -367,6 +402,8 @@ async def list_groups_for_user(call: Call) -> dict[str, Any]:
 
 
 async def create_role(call: Call) -> dict[str, Any]:
+    tags = _tags_of(call)
+
     def run(acc: Account) -> dict[str, Any]:
         role = acc.create_role(
             call.get("RoleName"),
@@ -375,6 +412,7 @@ async def create_role(call: Call) -> dict[str, Any]:
             call.get("MaxSessionDuration"),
             call.get("Description"),
         )
+        _tag(role, tags)
         return {"Role": _role_shape(acc, role)}
 
     return await call.change(run)
@@ -417,189 +455,49 @@ async def delete_role(call: Call) -> None:
     await call.change(lambda acc: acc.delete_role(call.get("RoleName")))
 
 
-async def create_policy(call: Call) -> dict[str, Any]:
-    def run(acc: Account) -> dict[str, Any]:
-        entry = acc.create_policy(
-            call.get("PolicyName"),
-            call.get("Path"),
-            call.get("PolicyDocument"),
-            call.get("Description"),
-        )
-        return {"Policy": _policy_shape(acc, entry)}
-
-    return await call.change(run)
-
-
-async def get_policy(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    arn = call.get("PolicyArn")
-    _, entry = acc.managed(arn)
-    if entry is None:
-        name = (arn or "").rpartition("/")[2]
-        return {"Policy": {"PolicyName": name, "Arn": arn, "Path": "/",
-                           "DefaultVersionId": "v1", "IsAttachable": True,
-                           "AttachmentCount": acc.attachments(arn or "")}}  # fmt: skip
-    return {"Policy": _policy_shape(acc, entry)}
-
-
-async def get_policy_version(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    text, entry = acc.managed(call.get("PolicyArn"))
-    version = call.get("VersionId") or "v1"
-    versions = {"v1": text} if entry is None else entry["versions"]  # AWS's: one version here
-    if version not in versions:
-        raise IamError("NoSuchEntity", f"Policy version {version} does not exist.", 404)
-    text = versions[version]
-    is_default = entry is None or entry["default"] == version
-    return {"PolicyVersion": {"Document": quote(text, safe=""), "VersionId": version,
-                              "IsDefaultVersion": is_default}}  # fmt: skip
-
-
-async def list_policies(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    scope = call.get("Scope") or "All"
-    entries = [] if scope == "AWS" else under(acc.doc["policies"], call.get("PathPrefix"))
-    shapes = [_policy_shape(acc, e) for e in entries]
-    if scope in ("All", "AWS"):
-        for arn in model.AWS_MANAGED:
-            shapes.append({"PolicyName": arn.rpartition("/")[2], "Arn": arn, "Path": "/",
-                           "DefaultVersionId": "v1", "IsAttachable": True,
-                           "AttachmentCount": acc.attachments(arn)})  # fmt: skip
-    if call.get("OnlyAttached") == "true":
-        shapes = [s for s in shapes if s["AttachmentCount"]]
-    return page(call, shapes, "Policies", lambda p: p["PolicyName"].lower())
-
-
-async def delete_policy(call: Call) -> None:
-    await call.change(lambda acc: acc.delete_policy(call.get("PolicyArn")))
-
-
-def _version_shape(entry: dict[str, Any], version: str) -> dict[str, Any]:
-    return {
-        "VersionId": version,
-        "IsDefaultVersion": entry["default"] == version,
-        "CreateDate": iso_time(entry.get("dates", {}).get(version, entry["created"])),
-    }
-
-
-async def create_policy_version(call: Call) -> dict[str, Any]:
-    """A new version of a customer managed policy (Terraform's update of aws_iam_policy)."""
-    default = (call.get("SetAsDefault") or "false").lower() == "true"
-
-    def run(acc: Account) -> dict[str, Any]:
-        arn = call.get("PolicyArn")
-        version = acc.create_policy_version(arn, call.get("PolicyDocument"), default)
-        return {"PolicyVersion": _version_shape(acc.customer_policy(arn), version)}
-
-    return await call.change(run)
-
-
-async def list_policy_versions(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    entry = acc.customer_policy(call.get("PolicyArn"))
-    shapes = [_version_shape(entry, v) for v in entry["versions"]]
-    return page(call, shapes, "Versions", lambda v: f"{int(v['VersionId'][1:]):09d}")
-
-
-async def set_default_policy_version(call: Call) -> None:
-    await call.change(
-        lambda acc: acc.set_default_version(call.get("PolicyArn"), call.get("VersionId"))
-    )
-
-
-async def delete_policy_version(call: Call) -> None:
-    await call.change(
-        lambda acc: acc.delete_policy_version(call.get("PolicyArn"), call.get("VersionId"))
-    )
-
-
-# -- inline and attached policies of users, groups and roles (one set of functions) ---------
-
-_KINDS = {"User": "user", "Group": "group", "Role": "role"}
-
-
-def _holder(acc: Account, kind: str, name: str | None) -> dict[str, Any]:
-    return {"user": acc.user, "group": acc.group, "role": acc.role}[kind](name)
-
-
-def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
+def _tag_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
+    """TagUser, UntagUser, ListUserTags and the same for roles."""
     out: dict[str, Callable[[Call], Awaitable[Any]]] = {}
-    for title, kind in _KINDS.items():
-        name_param = f"{title}Name"
+    for title in ("User", "Role"):
 
-        def bind(kind: str = kind, title: str = title, name_param: str = name_param) -> None:
-            def forget_keys(acc: Account, entry: dict[str, Any], call: Call) -> None:
-                if kind == "user":
-                    call.stale.extend(entry["keys"])
-                elif kind == "group":
-                    for user in acc.doc["users"].values():
-                        if entry["name"].lower() in user["groups"]:
-                            call.stale.extend(user["keys"])
+        def bind(title: str = title) -> None:
+            def holder(acc: Account, call: Call) -> dict[str, Any]:
+                name = call.get(f"{title}Name")
+                return acc.user(name) if title == "User" else acc.role(name)
 
-            async def put(call: Call) -> None:
+            async def tag(call: Call) -> None:
+                tags = _tags_of(call)
+                await call.change(lambda acc: _tag(holder(acc, call), tags))
+
+            async def untag(call: Call) -> None:
+                keys = [m.get("", "") for m in _members(call, "TagKeys")]
+
                 def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.put_inline(kind, entry, call.get("PolicyName"), call.get("PolicyDocument"))
-                    forget_keys(acc, entry, call)
+                    entry = holder(acc, call)
+                    entry["tags"] = {
+                        k: v for k, v in entry.get("tags", {}).items() if k not in keys
+                    }
 
                 await call.change(run)
-                call.principals.forget()
 
-            async def get(call: Call) -> dict[str, Any]:
-
+            async def list_tags(call: Call) -> dict[str, Any]:
                 acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
-                text = acc.inline(kind, entry, call.get("PolicyName"))
-                return {name_param: entry["name"], "PolicyName": call.get("PolicyName"),
-                        "PolicyDocument": quote(text, safe="")}  # fmt: skip
+                return page(call, _tag_list(holder(acc, call)) or [], "Tags", lambda t: t["Key"])
 
-            async def list_(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
-                return page(call, list(entry["policies"]), "PolicyNames", lambda n: n)
-
-            async def delete(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.delete_inline(kind, entry, call.get("PolicyName"))
-                    forget_keys(acc, entry, call)
-
-                await call.change(run)
-                call.principals.forget()
-
-            async def attach(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.attach(entry, call.get("PolicyArn"))
-
-                await call.change(run)
-                call.principals.forget()
-
-            async def detach(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.detach(entry, call.get("PolicyArn"))
-
-                await call.change(run)
-                call.principals.forget()
-
-            async def attached(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
-                shapes = [{"PolicyName": a.rpartition("/")[2], "PolicyArn": a}
-                          for a in entry["attached"]]  # fmt: skip
-                return page(call, shapes, "AttachedPolicies", lambda p: p["PolicyName"])
-
-            out[f"Put{title}Policy"] = put
-            out[f"Get{title}Policy"] = get
-            out[f"List{title}Policies"] = list_
-            out[f"Delete{title}Policy"] = delete
-            out[f"Attach{title}Policy"] = attach
-            out[f"Detach{title}Policy"] = detach
-            out[f"ListAttached{title}Policies"] = attached
+            out[f"Tag{title}"], out[f"Untag{title}"], out[f"List{title}Tags"] = (
+                tag, untag, list_tags,
+            )  # fmt: skip
 
         bind()
     return out
+
+
+async def list_instance_profiles_for_role(call: Call) -> dict[str, Any]:
+    """No instance profiles are made here (there are no instances): an empty list, as
+    Terraform asks before it deletes a role."""
+    acc = await call.read()
+    acc.role(call.get("RoleName"))
+    return {"InstanceProfiles": [], "IsTruncated": False}
 
 
 # -- the handler ---------------------------------------------------------------------------
@@ -631,16 +529,9 @@ IAM_ACTIONS: dict[str, Callable[[Call], Awaitable[Any]]] = {
     "UpdateRole": update_role,
     "UpdateAssumeRolePolicy": update_assume_role_policy,
     "DeleteRole": delete_role,
-    "CreatePolicy": create_policy,
-    "GetPolicy": get_policy,
-    "GetPolicyVersion": get_policy_version,
-    "ListPolicies": list_policies,
-    "DeletePolicy": delete_policy,
-    "CreatePolicyVersion": create_policy_version,
-    "ListPolicyVersions": list_policy_versions,
-    "SetDefaultPolicyVersion": set_default_policy_version,
-    "DeletePolicyVersion": delete_policy_version,
-    **_inline_actions(),
+    "ListInstanceProfilesForRole": list_instance_profiles_for_role,
+    **_tag_actions(),
+    **policies.ACTIONS,
 }
 
 

@@ -330,6 +330,32 @@ def test_a_root_has_keys_of_its_own(server: GatewayProcess) -> None:
     _client(server, "s3", ALT).delete_bucket(Bucket=bucket)
 
 
+def test_tags_of_users_and_roles(server: GatewayProcess) -> None:
+    """Tags given on create come back with the user or role (Terraform reads them back);
+    TagUser, UntagUser, ListUserTags and the role's; the role's instance profiles, none."""
+    iam, user, role = _client(server, "iam", OWNER), _name("tagged"), _name("tagged-role")
+    made = iam.create_user(UserName=user, Tags=[{"Key": "team", "Value": "data"}])["User"]
+    assert made["Tags"] == [{"Key": "team", "Value": "data"}]
+    iam.tag_user(
+        UserName=user, Tags=[{"Key": "env", "Value": "ci"}, {"Key": "team", "Value": "ml"}]
+    )
+    assert {t["Key"]: t["Value"] for t in iam.list_user_tags(UserName=user)["Tags"]} == {
+        "team": "ml", "env": "ci"}  # fmt: skip
+    iam.untag_user(UserName=user, TagKeys=["team"])
+    assert iam.get_user(UserName=user)["User"]["Tags"] == [{"Key": "env", "Value": "ci"}]
+    trust = _policy({"Effect": "Allow", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole"})
+    iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust, Tags=[{"Key": "a", "Value": ""}])
+    assert iam.get_role(RoleName=role)["Role"]["Tags"] == [{"Key": "a", "Value": ""}]
+    iam.tag_role(RoleName=role, Tags=[{"Key": "b", "Value": "2"}])
+    assert len(iam.list_role_tags(RoleName=role)["Tags"]) == 2
+    many = [{"Key": f"k{i}", "Value": "v"} for i in range(50)]
+    assert fails(iam.tag_role, RoleName=role, Tags=many) == ("LimitExceeded", 409)
+    assert iam.list_instance_profiles_for_role(RoleName=role)["InstanceProfiles"] == []
+    assert fails(iam.list_instance_profiles_for_role, RoleName=_name("none"))[1] == 404
+    iam.delete_role(RoleName=role)
+    iam.delete_user(UserName=user)
+
+
 def test_a_managed_policys_versions(server: GatewayProcess) -> None:
     """CreatePolicyVersion as Terraform updates a policy: the default version is the one
     that counts; five versions at most; the default is not deleted alone."""
