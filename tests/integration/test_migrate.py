@@ -13,6 +13,7 @@ exit status 2).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -159,6 +160,13 @@ def moved(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
         s3 = gateway.client()
         pending = fill(s3)
         before = snapshot(s3)
+        # An IAM user and its key, made on SQLite, move with the catalog.
+        iam = _iam(gateway)
+        iam.create_user(UserName="mover")
+        listing = {"Effect": "Allow", "Action": "s3:ListAllMyBuckets", "Resource": "*"}
+        document = json.dumps({"Version": "2012-10-17", "Statement": [listing]})
+        iam.put_user_policy(UserName="mover", PolicyName="list", PolicyDocument=document)
+        key = iam.create_access_key(UserName="mover")["AccessKey"]
         url = postgres.database()
         busy = migrate(data, url)
         assert busy.returncode == 2, busy.stdout
@@ -167,7 +175,17 @@ def moved(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
         gateway.stop()
     done = migrate(data, url, "--batch", "3", "--sample", "50")  # batches smaller than tables
     assert done.returncode == 0, done.stderr
-    return {"data": data, "url": url, "before": before, "pending": pending, "out": done.stdout}
+    return {"data": data, "url": url, "before": before, "pending": pending, "out": done.stdout,
+            "key": (key["AccessKeyId"], key["SecretAccessKey"])}  # fmt: skip
+
+
+def _iam(gateway: GatewayProcess) -> Any:
+    import boto3
+
+    from tests.process import ACCESS_KEY, SECRET_KEY
+
+    return boto3.client("iam", endpoint_url=gateway.url, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
 
 
 def test_summary_names_every_table_and_the_checks(moved):
@@ -184,6 +202,10 @@ def test_postgresql_gateway_reads_everything_back_then_fsck_is_clean(moved):
         s3 = gateway.client()
         after = snapshot(s3)
         assert after == moved["before"]
+        # The IAM user's key works on PostgreSQL, with its policy.
+        mover = gateway.client(*moved["key"])
+        assert {b["Name"] for b in mover.list_buckets()["Buckets"]} >= {"plain"}
+        assert [u["UserName"] for u in _iam(gateway).list_users()["Users"]] == ["mover"]
         # The unfinished upload goes on where it was: its parts and blobs moved with it.
         parts = moved["before"]["plain"][f"parts {moved['pending']}"]
         s3.complete_multipart_upload(
