@@ -34,6 +34,8 @@ class Identity:
     session_policy: Any = None
     # The ARNs that grant past the session policy when a resource policy names them.
     direct_arns: frozenset[str] = frozenset()
+    # The user's or role's tags: aws:PrincipalTag/<key> in policies (attribute-based access).
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

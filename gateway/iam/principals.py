@@ -58,6 +58,7 @@ def user_identity(account: Account, user: dict[str, Any]) -> Identity:
         arns=frozenset({arn}),
         policies=_policies(account.user_policies(user)),
         direct_arns=frozenset({arn}),
+        tags=tuple((user.get("tags") or {}).items()),
     )
 
 
@@ -77,6 +78,7 @@ def role_identity(
             else policy.cached(session_policy, "", policy.Kind.IDENTITY)
         ),
         direct_arns=frozenset({assumed}),
+        tags=tuple((role.get("tags") or {}).items()),
     )
 
 

@@ -33,7 +33,7 @@ from . import grants, policy
 from .auth import ANONYMOUS
 from .errors import S3Error
 from .names import could_be_a_bucket
-from .policy_context import PRINCIPAL_KEYS, principal_value
+from .policy_context import PRINCIPAL_KEYS, principal_tag, principal_value
 from .router import Op
 
 # Names of the bucket settings this module reads (Bucket.settings).
@@ -413,6 +413,8 @@ def principal_keys(user: User) -> Callable[[str], list[str] | None]:
     signed it."""
 
     def value(key: str) -> list[str] | None:
+        if key.startswith("aws:principaltag/"):
+            return principal_tag(user, key)
         return principal_value(user, key) if key in PRINCIPAL_KEYS else None
 
     return value

@@ -137,6 +137,16 @@ def principal_value(user: User, key: str) -> list[str] | None:
     return None if found is None else [found]
 
 
+def principal_tag(user: User, key: str) -> list[str] | None:
+    """aws:PrincipalTag/<key>: the IAM user's or the session's role's tag of that key (tag
+    keys compare without regard to case in this key, as IAM's do)."""
+    wanted = key.partition("/")[2]
+    identity = user.identity
+    tags = identity.tags if identity is not None else ()
+    found = [v for k, v in tags if k.lower() == wanted]
+    return found or None
+
+
 def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str] | None]:
     """The condition values of `caller`'s request on `obj` (its attrs, where the bucket's
     policy reads its tags), by lower-case key."""
@@ -162,6 +172,8 @@ def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str]
             return [dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
         if key == "aws:epochtime":
             return [str(int(time.time()))]
+        if key.startswith("aws:principaltag/"):
+            return principal_tag(caller.user, key) if signed else None
         if key in PRINCIPAL_KEYS:
             return (
                 principal_value(caller.user, key)

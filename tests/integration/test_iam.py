@@ -356,6 +356,31 @@ def test_tags_of_users_and_roles(server: GatewayProcess) -> None:
     iam.delete_user(UserName=user)
 
 
+def test_a_principal_tag_decides(server: GatewayProcess) -> None:
+    """Attribute-based access: one policy, `aws:PrincipalTag/team` in its resource, gives each
+    tagged user its team's prefix (IAM's ABAC tutorial, with S3)."""
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, group = _name("iam-abac"), _name("abac")
+    owner.create_bucket(Bucket=bucket)
+    iam.create_group(GroupName=group)
+    iam.put_group_policy(GroupName=group, PolicyName="team", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:PutObject",
+         "Resource": f"arn:aws:s3:::{bucket}/${{aws:PrincipalTag/team}}/*"}))  # fmt: skip
+    clients = {}
+    for team in ("red", "blue", ""):
+        person = _name("member")
+        tags = [{"Key": "team", "Value": team}] if team else []
+        iam.create_user(UserName=person, Tags=tags)
+        iam.add_user_to_group(GroupName=group, UserName=person)
+        key = iam.create_access_key(UserName=person)["AccessKey"]
+        clients[team] = _client(server, "s3", (key["AccessKeyId"], key["SecretAccessKey"]))
+    clients["red"].put_object(Bucket=bucket, Key="red/a", Body=b"r")
+    assert fails(clients["red"].put_object, Bucket=bucket, Key="blue/a", Body=b"x")[1] == 403
+    clients["blue"].put_object(Bucket=bucket, Key="blue/a", Body=b"b")
+    # No tag: the variable has no value, and the resource matches nothing.
+    assert fails(clients[""].put_object, Bucket=bucket, Key="/a", Body=b"x")[1] == 403
+
+
 def test_a_managed_policys_versions(server: GatewayProcess) -> None:
     """CreatePolicyVersion as Terraform updates a policy: the default version is the one
     that counts; five versions at most; the default is not deleted alone."""
