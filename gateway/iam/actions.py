@@ -16,7 +16,7 @@ from ..store import crypto
 from . import account as model
 from . import policies
 from .account import Account, IamError
-from .call import Call, Entries, iso_time, page, under
+from .call import MAX_TAGS, Call, Entries, iso_time, members, page, tags_of, under
 
 SECRET_LABEL = "iam"
 
@@ -37,38 +37,10 @@ def _user_shape(acc: Account, user: dict[str, Any]) -> dict[str, Any]:
 
 # -- tags of users and roles (Terraform sends them on create and reads them back) -----------
 
-MAX_TAGS = 50
-
 
 def _tag_list(entry: dict[str, Any]) -> list[dict[str, str]] | None:
     tags = entry.get("tags") or {}
     return [{"Key": k, "Value": v} for k, v in tags.items()] or None
-
-
-def _members(call: Call, prefix: str) -> list[dict[str, str]]:
-    """A list parameter of the query protocol: `prefix.member.N[.Field]`, in N's order."""
-    found: dict[int, dict[str, str]] = {}
-    for name, value in call.params.items():
-        head, _, rest = name.partition(f"{prefix}.member.")
-        if head or not rest:
-            continue
-        number, _, field = rest.partition(".")
-        if number.isascii() and number.isdigit():
-            found.setdefault(int(number), {})[field] = value
-    return [found[n] for n in sorted(found)]
-
-
-def _tags_of(call: Call) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for member in _members(call, "Tags"):
-        key, value = member.get("Key", ""), member.get("Value", "")
-        if not 1 <= len(key) <= 128 or len(value) > 256:
-            raise IamError(
-                "ValidationError",
-                "A tag's key must have 1 to 128 characters and its value up to 256",
-            )
-        tags[key] = value
-    return tags
 
 
 def _tag(entry: dict[str, Any], tags: dict[str, str]) -> None:
@@ -121,7 +93,7 @@ def _target_user(call: Call) -> str | None:
 
 
 async def create_user(call: Call) -> dict[str, Any]:
-    tags = _tags_of(call)
+    tags = tags_of(call)
 
     def run(acc: Account) -> dict[str, Any]:
         user = acc.create_user(call.get("UserName"), call.get("Path"))
@@ -402,7 +374,7 @@ async def list_groups_for_user(call: Call) -> dict[str, Any]:
 
 
 async def create_role(call: Call) -> dict[str, Any]:
-    tags = _tags_of(call)
+    tags = tags_of(call)
 
     def run(acc: Account) -> dict[str, Any]:
         role = acc.create_role(
@@ -466,11 +438,11 @@ def _tag_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
                 return acc.user(name) if title == "User" else acc.role(name)
 
             async def tag(call: Call) -> None:
-                tags = _tags_of(call)
+                tags = tags_of(call)
                 await call.change(lambda acc: _tag(holder(acc, call), tags))
 
             async def untag(call: Call) -> None:
-                keys = [m.get("", "") for m in _members(call, "TagKeys")]
+                keys = [m.get("", "") for m in members(call, "TagKeys")]
 
                 def run(acc: Account) -> None:
                     entry = holder(acc, call)

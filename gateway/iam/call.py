@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from ..store import Store
 from ..store.identities import IdentityChange
 from ..users import User
-from .account import Account
+from .account import Account, IamError
 from .principals import Principals
 
 T = TypeVar("T")
@@ -93,3 +93,32 @@ def under(entries: dict[str, dict[str, Any]], prefix: str | None) -> list[dict[s
 
 def arn_of(user: User) -> str:
     return user.identity.arn if user.identity else f"arn:aws:iam::{user.canonical_id}:root"
+
+
+MAX_TAGS = 50  # tags per user, role or session (IAM's and STS's quota)
+
+
+def members(call: Call, prefix: str) -> list[dict[str, str]]:
+    """A list parameter of the query protocol: `prefix.member.N[.Field]`, in N's order."""
+    found: dict[int, dict[str, str]] = {}
+    for name, value in call.params.items():
+        head, _, rest = name.partition(f"{prefix}.member.")
+        if head or not rest:
+            continue
+        number, _, field = rest.partition(".")
+        if number.isascii() and number.isdigit():
+            found.setdefault(int(number), {})[field] = value
+    return [found[n] for n in sorted(found)]
+
+
+def tags_of(call: Call) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for member in members(call, "Tags"):
+        key, value = member.get("Key", ""), member.get("Value", "")
+        if not 1 <= len(key) <= 128 or len(value) > 256:
+            raise IamError(
+                "ValidationError",
+                "A tag's key must have 1 to 128 characters and its value up to 256",
+            )
+        tags[key] = value
+    return tags

@@ -63,7 +63,11 @@ def user_identity(account: Account, user: dict[str, Any]) -> Identity:
 
 
 def role_identity(
-    account: Account, role: dict[str, Any], session: str, session_policy: str | None
+    account: Account,
+    role: dict[str, Any],
+    session: str,
+    session_policy: str | None,
+    session_tags: Mapping[str, str] | None = None,
 ) -> Identity:
     role_arn = account.arn("role", role["path"], role["name"])
     assumed = f"arn:aws:sts::{account.id}:assumed-role/{role['name']}/{session}"
@@ -78,7 +82,8 @@ def role_identity(
             else policy.cached(session_policy, "", policy.Kind.IDENTITY)
         ),
         direct_arns=frozenset({assumed}),
-        tags=tuple((role.get("tags") or {}).items()),
+        # A session tag replaces the role's tag of the same key (id_session-tags.html).
+        tags=tuple({**(role.get("tags") or {}), **(session_tags or {})}.items()),
     )
 
 
@@ -199,7 +204,9 @@ class Principals(Mapping[str, User]):
                 role = account.doc["roles"].get(claims["role"].lower())
                 if role is None or role["id"] != claims["role_id"]:
                     return None
-                identity = role_identity(account, role, claims["session"], claims.get("policy"))
+                identity = role_identity(
+                    account, role, claims["session"], claims.get("policy"), claims.get("tags")
+                )
         return User(access_key, claims["sk"], root.display_name, root.canonical_id, identity, token)
 
 

@@ -14,7 +14,7 @@ from ..s3.authorize import identity_verdict, principal_keys
 from ..users import User
 from . import account as model
 from .account import Account, IamError
-from .call import Call, arn_of, iso_time
+from .call import MAX_TAGS, Call, arn_of, iso_time, tags_of
 from .principals import role_identity, seal_token
 
 NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -136,12 +136,27 @@ async def assume_role(call: Call) -> dict[str, Any]:
                 "assumed by role chaining.",
             )
     seconds = _duration(call, "AssumeRole", limit)
-    claims = {"kind": "role", "role": role["name"], "role_id": role["id"], "session": session}
+    claims: dict[str, Any] = {
+        "kind": "role", "role": role["name"], "role_id": role["id"], "session": session,
+    }  # fmt: skip
     if session_policy is not None:
         claims["policy"] = session_policy
+    tags = tags_of(call)
+    if tags:
+        # Session tags need the trust policy's sts:TagSession as well (id_session-tags.html).
+        if len(tags) > MAX_TAGS:
+            raise IamError("ValidationError", f"A session has at most {MAX_TAGS} tags")
+        if not _trusts(role, arn, call.user, call, "sts:TagSession"):
+            raise IamError(
+                "AccessDenied",
+                f"User: {arn_of(call.user)} is not authorized to perform: sts:TagSession on "
+                f"resource: {arn}",
+                403,
+            )
+        claims["tags"] = tags
     # The answer's account is the role's: the credentials act for it.
     call.user = User("", "", root.display_name, root.canonical_id)
-    identity = role_identity(acc, role, session, session_policy)
+    identity = role_identity(acc, role, session, session_policy, tags)
     return {
         "Credentials": _credentials(call, claims, seconds),
         "AssumedRoleUser": {"AssumedRoleId": identity.user_id, "Arn": identity.arn},
@@ -151,7 +166,9 @@ async def assume_role(call: Call) -> dict[str, Any]:
     }
 
 
-def _trusts(role: dict[str, Any], role_arn: str, user: User, call: Call) -> bool:
+def _trusts(
+    role: dict[str, Any], role_arn: str, user: User, call: Call, action: str = "sts:AssumeRole"
+) -> bool:
     """The role's trust policy allows `user` sts:AssumeRole: naming it (its ARN), or naming
     its account, whose IAM identities then also need an Allow of their own. An explicit Deny
     in the caller's own policies refuses either way ("Policy evaluation logic"), and the
@@ -171,12 +188,12 @@ def _trusts(role: dict[str, Any], role_arn: str, user: User, call: Call) -> bool
 
     def verdict(delegated: bool) -> policy.Effect | None:
         caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)
-        return trust.evaluate(policy.PolicyRequest(caller, "sts:AssumeRole", role_arn, keys))
+        return trust.evaluate(policy.PolicyRequest(caller, action, role_arn, keys))
 
     own = None
     if user.identity is not None:
         request = policy.PolicyRequest(
-            policy.Caller(user.canonical_id, arns, root=False), "sts:AssumeRole", role_arn, keys
+            policy.Caller(user.canonical_id, arns, root=False), action, role_arn, keys
         )
         own = identity_verdict(user.identity, request)
         if own is policy.Effect.DENY:

@@ -381,6 +381,43 @@ def test_a_principal_tag_decides(server: GatewayProcess) -> None:
     assert fails(clients[""].put_object, Bucket=bucket, Key="/a", Body=b"x")[1] == 403
 
 
+def test_session_tags(server: GatewayProcess) -> None:
+    """AssumeRole with Tags: allowed only where the trust policy allows sts:TagSession too;
+    a session tag is aws:PrincipalTag for the session, over the role's own tag."""
+    owner, iam = _client(server, "s3", OWNER), _client(server, "iam", OWNER)
+    bucket, user, role = _name("iam-stags"), _name("tagger"), _name("tag-role")
+    owner.create_bucket(Bucket=bucket)
+    iam.create_user(UserName=user)
+    iam.put_user_policy(
+        UserName=user,
+        PolicyName="assume",
+        PolicyDocument=_policy(
+            {"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"], "Resource": "*"}
+        ),
+    )
+    made = iam.create_access_key(UserName=user)["AccessKey"]
+    sts = _client(server, "sts", (made["AccessKeyId"], made["SecretAccessKey"]))
+    trust = {"Effect": "Allow", "Principal": {"AWS": OWNER_ID}, "Action": "sts:AssumeRole"}
+    arn = iam.create_role(RoleName=role, AssumeRolePolicyDocument=_policy(trust),
+                          Tags=[{"Key": "team", "Value": "red"}])["Role"]["Arn"]  # fmt: skip
+    iam.put_role_policy(RoleName=role, PolicyName="team", PolicyDocument=_policy(
+        {"Effect": "Allow", "Action": "s3:PutObject",
+         "Resource": f"arn:aws:s3:::{bucket}/${{aws:PrincipalTag/team}}/*"}))  # fmt: skip
+    tagged = {"RoleArn": arn, "RoleSessionName": "t1", "Tags": [{"Key": "team", "Value": "blue"}]}
+    assert fails(sts.assume_role, **tagged)[1] == 403  # the trust policy allows no TagSession
+    iam.update_assume_role_policy(RoleName=role, PolicyDocument=_policy(
+        {**trust, "Action": ["sts:AssumeRole", "sts:TagSession"]}))  # fmt: skip
+    c = sts.assume_role(**tagged)["Credentials"]
+    session = _client(server, "s3", (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))
+    session.put_object(Bucket=bucket, Key="blue/a", Body=b"b")
+    assert fails(session.put_object, Bucket=bucket, Key="red/a", Body=b"r")[1] == 403
+    # Without session tags, the role's own tag counts.
+    plain = sts.assume_role(RoleArn=arn, RoleSessionName="t2")["Credentials"]
+    untagged = _client(server, "s3", (plain["AccessKeyId"], plain["SecretAccessKey"],
+                                      plain["SessionToken"]))  # fmt: skip
+    untagged.put_object(Bucket=bucket, Key="red/a", Body=b"r")
+
+
 def test_a_managed_policys_versions(server: GatewayProcess) -> None:
     """CreatePolicyVersion as Terraform updates a policy: the default version is the one
     that counts; five versions at most; the default is not deleted alone."""
