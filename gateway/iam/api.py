@@ -161,7 +161,14 @@ class Services:
         actions = STS_ACTIONS if service == "sts" else IAM_ACTIONS
         request_id = request.get(REQUEST_ID, "")
         try:
-            body = await request.read()
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                # Past the application's 1 MiB: no IAM request is near it (a policy is 10 KiB
+                # at most); answered as IAM answers a request it will not read.
+                raise IamError(
+                    "RequestEntityTooLarge", "The request body is too large.", 413
+                ) from None
             try:
                 params = dict(parse_qsl(body.decode(), keep_blank_values=True))
             except UnicodeDecodeError:

@@ -640,6 +640,13 @@ def test_an_unsigned_or_foreign_iam_request_is_refused(server: GatewayProcess) -
         urllib.request.urlopen(request)
     assert caught.value.code == 403
     assert b"MissingAuthenticationToken" in caught.value.read()
+    huge = urllib.request.Request(
+        server.url + "/", data=b"Action=ListUsers&x=" + b"a" * (2 << 20),
+        headers={"Content-Type": "application/x-www-form-urlencoded"}, method="POST",
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(huge)
+    assert caught.value.code == 413 and b"RequestEntityTooLarge" in caught.value.read()
     wrong = _client(server, "iam", (OWNER[0], "not-the-secret"))
     with pytest.raises(ClientError) as refused:
         wrong.list_users()
