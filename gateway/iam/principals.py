@@ -108,6 +108,10 @@ class Principals(Mapping[str, User]):
         self._clock = clock
         self._wall = wall
         self._cache: dict[str, tuple[float, User]] = {}
+        # Accounts' documents as read, for the same bound: the keys of one account looked up
+        # within it read and parse its document once (an account of thousands of users has a
+        # document of megabytes).
+        self._documents: dict[str, tuple[float, Account]] = {}
 
     # -- Mapping --
 
@@ -129,6 +133,7 @@ class Principals(Mapping[str, User]):
         at once."""
         if access_keys is None:
             self._cache.clear()
+            self._documents.clear()
         for key in access_keys or ():
             self._cache.pop(key, None)
 
@@ -161,9 +166,17 @@ class Principals(Mapping[str, User]):
                 keep = min(keep, open_token(self.master, token)["exp"] - self._wall())
             self._cache[access_key] = (self._clock() + keep, user)
 
-    async def _document(self, account: str) -> Account:
+    async def _document(self, account: str, has: Callable[[Account], bool]) -> Account:
+        """The account's document, read at most once per bound (never changed here), unless
+        the copy kept lacks what is looked for (`has`): a key or role made since, on any
+        node, is found at once."""
         assert self._store is not None
-        return Account.load(account, await self._store.get_identities(account))
+        found = self._documents.get(account)
+        if found is not None and found[0] >= self._clock() and has(found[1]):
+            return found[1]
+        document = Account.load(account, await self._store.get_identities(account))
+        self._documents[account] = (self._clock() + self._ttl, document)
+        return document
 
     async def _key_user(self, access_key: str) -> User | None:
         if self._store is None or self.master is None:
@@ -172,7 +185,9 @@ class Principals(Mapping[str, User]):
         root = self.by_account.get(account_id or "")
         if root is None:
             return None
-        account = await self._document(root.canonical_id)
+        account = await self._document(
+            root.canonical_id, lambda acc: acc.user_of_key(access_key) is not None
+        )
         user = account.user_of_key(access_key)
         if user is None or user["keys"][access_key]["status"] != "Active":
             return None
@@ -194,7 +209,14 @@ class Principals(Mapping[str, User]):
             if root.access_key != claims["parent"]:
                 return None  # the root's key changed: what it made goes with it
         else:
-            account = await self._document(root.canonical_id)
+
+            def has(acc: Account) -> bool:
+                if claims["kind"] == "user":
+                    return acc.user_of_key(claims["parent"]) is not None
+                role = acc.doc["roles"].get(claims["role"].lower())
+                return role is not None and role["id"] == claims["role_id"]
+
+            account = await self._document(root.canonical_id, has)
             if claims["kind"] == "user":
                 user = account.user_of_key(claims["parent"])
                 if user is None or user["keys"][claims["parent"]]["status"] != "Active":

@@ -603,8 +603,11 @@ def test_a_key_deleted_on_one_node_is_refused_on_the_other(
             )
             key = iam.create_access_key(UserName=user)["AccessKey"]
             creds = (key["AccessKeyId"], key["SecretAccessKey"])
-            # Made on one node, it works on the other at once.
+            # Made on one node, it works on the other at once, even where the other has read
+            # the account lately (a second key, with the first one's document kept there).
             _client(second, "s3", creds).list_buckets()
+            other = iam.create_access_key(UserName=user)["AccessKey"]
+            _client(second, "s3", (other["AccessKeyId"], other["SecretAccessKey"])).list_buckets()
             # Both nodes changing one account at once (its first document too): no change
             # is lost, none is made twice.
             from concurrent.futures import ThreadPoolExecutor
