@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote, urlencode
 
@@ -45,28 +46,46 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/iam", _home)
     router.add_get("/iam/users", users_page)
     router.add_post("/iam/users", create_user)
-    router.add_post("/iam/users/delete", delete_user)
     router.add_get("/iam/user", user_page)
     router.add_get("/iam/key", key_page)
     router.add_post("/iam/keys", create_access_key)
-    router.add_post("/iam/keys/status", update_access_key)
-    router.add_post("/iam/keys/delete", delete_access_key)
-    router.add_post("/iam/user/policies", put_user_policy)
-    router.add_post("/iam/user/policies/delete", delete_user_policy)
-    router.add_post("/iam/user/attach", attach_user_policy)
-    router.add_post("/iam/user/detach", detach_user_policy)
     router.add_get("/iam/groups", groups_page)
     router.add_post("/iam/groups", create_group)
-    router.add_post("/iam/groups/delete", delete_group)
     router.add_get("/iam/group", group_page)
-    router.add_post("/iam/group/members", add_user_to_group)
-    router.add_post("/iam/group/members/remove", remove_user_from_group)
     router.add_get("/iam/roles", roles_page)
-    router.add_post("/iam/roles", create_role)
-    router.add_post("/iam/roles/delete", delete_role)
     router.add_get("/iam/policies", policies_page)
-    router.add_post("/iam/policies", create_policy)
-    router.add_post("/iam/policies/delete", delete_policy)
+    for path, action, back, back_field, fields in _FORMS:
+        router.add_post(path, _form_action(action, back, back_field, **fields))
+
+
+# The forms that run one IAM action and go back to a page: (path, action, the page, the form
+# field naming its entity, the action's parameters -> the form's fields).
+_FORMS: tuple[tuple[str, str, str, str | None, dict[str, str]], ...] = (
+    ("/iam/users/delete", "DeleteUser", "/iam/users", None, {"UserName": "user"}),
+    ("/iam/keys/status", "UpdateAccessKey", "/iam/user", "user",
+     {"UserName": "user", "AccessKeyId": "key", "Status": "status"}),
+    ("/iam/keys/delete", "DeleteAccessKey", "/iam/user", "user",
+     {"UserName": "user", "AccessKeyId": "key"}),
+    ("/iam/user/policies", "PutUserPolicy", "/iam/user", "user",
+     {"UserName": "user", "PolicyName": "policy", "PolicyDocument": "document"}),
+    ("/iam/user/policies/delete", "DeleteUserPolicy", "/iam/user", "user",
+     {"UserName": "user", "PolicyName": "policy"}),
+    ("/iam/user/attach", "AttachUserPolicy", "/iam/user", "user",
+     {"UserName": "user", "PolicyArn": "arn"}),
+    ("/iam/user/detach", "DetachUserPolicy", "/iam/user", "user",
+     {"UserName": "user", "PolicyArn": "arn"}),
+    ("/iam/groups/delete", "DeleteGroup", "/iam/groups", None, {"GroupName": "group"}),
+    ("/iam/group/members", "AddUserToGroup", "/iam/group", "group",
+     {"GroupName": "group", "UserName": "user"}),
+    ("/iam/group/members/remove", "RemoveUserFromGroup", "/iam/group", "group",
+     {"GroupName": "group", "UserName": "user"}),
+    ("/iam/roles", "CreateRole", "/iam/roles", None,
+     {"RoleName": "role", "AssumeRolePolicyDocument": "trust", "Description": "description"}),
+    ("/iam/roles/delete", "DeleteRole", "/iam/roles", None, {"RoleName": "role"}),
+    ("/iam/policies", "CreatePolicy", "/iam/policies", None,
+     {"PolicyName": "policy", "PolicyDocument": "document", "Description": "description"}),
+    ("/iam/policies/delete", "DeletePolicy", "/iam/policies", None, {"PolicyArn": "arn"}),
+)  # fmt: skip
 
 
 # --- calling IAM -----------------------------------------------------------------------------
@@ -92,6 +111,23 @@ async def _shown(request: web.Request, action: str, **params: str | None) -> tup
         return await _iam(request, action, **params), ""
     except IamError as exc:
         return None, error_box(f"{exc.code}: {exc.message}")
+
+
+def _form_action(
+    action: str, back: str, back_field: str | None = None, **fields: str
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A form's POST that runs one IAM action with the form's fields (`fields`: the action's
+    parameter -> the form's field), then goes back to the page `back` (of the entity the
+    form's `back_field` names)."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        posted = await _posted(request)
+        await _iam(request, action, **{param: posted.get(name) for param, name in fields.items()})
+        if back_field is None:
+            return redirect(back)
+        return redirect(_query(back, name=posted.get(back_field, "")))
+
+    return handle
 
 
 async def _posted(request: web.Request) -> dict[str, str]:
@@ -201,11 +237,6 @@ async def create_user(request: web.Request) -> web.StreamResponse:
     posted = await _posted(request)
     made = await _iam(request, "CreateUser", UserName=posted.get("user"), Path=posted.get("path"))
     return redirect(_query("/iam/user", name=made["User"]["UserName"]))
-
-
-async def delete_user(request: web.Request) -> web.StreamResponse:
-    await _iam(request, "DeleteUser", UserName=(await _posted(request)).get("user"))
-    return redirect("/iam/users")
 
 
 def _key_rows(token: str, user: str, keys: list[dict[str, Any]]) -> list[list[str]]:
@@ -343,63 +374,7 @@ async def create_access_key(request: web.Request) -> web.Response:
     return _key_view(request, made["UserName"], made, notice)
 
 
-async def update_access_key(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request,
-        "UpdateAccessKey",
-        UserName=posted.get("user"),
-        AccessKeyId=posted.get("key"),
-        Status=posted.get("status"),
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
-
-
-async def delete_access_key(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "DeleteAccessKey", UserName=posted.get("user"), AccessKeyId=posted.get("key")
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
-
-
 # --- a user's policies -----------------------------------------------------------------------
-
-
-async def put_user_policy(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request,
-        "PutUserPolicy",
-        UserName=posted.get("user"),
-        PolicyName=posted.get("policy"),
-        PolicyDocument=posted.get("document"),
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
-
-
-async def delete_user_policy(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "DeleteUserPolicy", UserName=posted.get("user"), PolicyName=posted.get("policy")
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
-
-
-async def attach_user_policy(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "AttachUserPolicy", UserName=posted.get("user"), PolicyArn=posted.get("arn")
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
-
-
-async def detach_user_policy(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "DetachUserPolicy", UserName=posted.get("user"), PolicyArn=posted.get("arn")
-    )
-    return redirect(_query("/iam/user", name=posted.get("user", "")))
 
 
 # --- groups ----------------------------------------------------------------------------------
@@ -438,11 +413,6 @@ async def create_group(request: web.Request) -> web.StreamResponse:
     return redirect(_query("/iam/group", name=made["Group"]["GroupName"]))
 
 
-async def delete_group(request: web.Request) -> web.StreamResponse:
-    await _iam(request, "DeleteGroup", GroupName=(await _posted(request)).get("group"))
-    return redirect("/iam/groups")
-
-
 async def group_page(request: web.Request) -> web.Response:
     name = request.query.get("name", "")
     token = _csrf(request)
@@ -473,22 +443,6 @@ async def group_page(request: web.Request) -> web.Response:
     )
     body += form("/iam/group/members", token, group + add, "Add to group")
     return _page(request, f"IAM group {name}", body)
-
-
-async def add_user_to_group(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "AddUserToGroup", GroupName=posted.get("group"), UserName=posted.get("user")
-    )
-    return redirect(_query("/iam/group", name=posted.get("group", "")))
-
-
-async def remove_user_from_group(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request, "RemoveUserFromGroup", GroupName=posted.get("group"), UserName=posted.get("user")
-    )
-    return redirect(_query("/iam/group", name=posted.get("group", "")))
 
 
 # --- roles -----------------------------------------------------------------------------------
@@ -537,23 +491,6 @@ async def roles_page(request: web.Request) -> web.Response:
     return _page(request, "IAM roles", create + body)
 
 
-async def create_role(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request,
-        "CreateRole",
-        RoleName=posted.get("role"),
-        AssumeRolePolicyDocument=posted.get("trust"),
-        Description=posted.get("description"),
-    )
-    return redirect("/iam/roles")
-
-
-async def delete_role(request: web.Request) -> web.StreamResponse:
-    await _iam(request, "DeleteRole", RoleName=(await _posted(request)).get("role"))
-    return redirect("/iam/roles")
-
-
 # --- customer managed policies ---------------------------------------------------------------
 
 
@@ -586,20 +523,3 @@ async def policies_page(request: web.Request) -> web.Response:
     )
     hint = '<p class="hint">Attach one to a user on the user\'s page.</p>'
     return _page(request, "Customer managed policies", create + hint + body)
-
-
-async def create_policy(request: web.Request) -> web.StreamResponse:
-    posted = await _posted(request)
-    await _iam(
-        request,
-        "CreatePolicy",
-        PolicyName=posted.get("policy"),
-        PolicyDocument=posted.get("document"),
-        Description=posted.get("description"),
-    )
-    return redirect("/iam/policies")
-
-
-async def delete_policy(request: web.Request) -> web.StreamResponse:
-    await _iam(request, "DeletePolicy", PolicyArn=(await _posted(request)).get("arn"))
-    return redirect("/iam/policies")

@@ -250,12 +250,30 @@ class Account:
     # -- making --
 
     def _create(self, part: str, kind: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+        self._free(part, kind, name)
+        self.doc[part][name.lower()] = entry
+        return entry
+
+    def _free(self, part: str, kind: str, name: str) -> None:
+        """EntityAlreadyExists unless `name` is no other entity's, without regard to case."""
         if name.lower() in self.doc[part]:
             raise IamError(
                 "EntityAlreadyExists", f"{kind.capitalize()} with name {name} already exists.", 409
             )
-        self.doc[part][name.lower()] = entry
-        return entry
+
+    def rename(
+        self, part: str, kind: str, entry: dict[str, Any], name: str | None, field: str
+    ) -> tuple[str, str]:
+        """UpdateUser's and UpdateGroup's new name (the same name in another case is no
+        clash); gives the entity's old and new keys."""
+        name = check_name(name, field, 64 if part == "users" else 128)
+        old, new = entry["name"].lower(), name.lower()
+        if new != old:
+            self._free(part, kind, name)
+        del self.doc[part][old]
+        entry["name"] = name
+        self.doc[part][new] = entry
+        return old, new
 
     def create_user(self, name: str | None, path: str | None) -> dict[str, Any]:
         name = check_name(name, "userName", 64)
@@ -278,7 +296,7 @@ class Account:
         trust = check_policy(trust, "assumeRolePolicyDocument", policy.Kind.TRUST)
         entry = {"name": name, "path": check_path(path), "id": new_id("AROA"),
                  "created": time.time(), "trust": trust,
-                 "max_session": _session_limit(max_session), "description": description or "",
+                 "max_session": session_limit(max_session), "description": description or "",
                  "policies": {}, "attached": []}  # fmt: skip
         return self._create("roles", "role", name, entry)
 
@@ -453,7 +471,7 @@ class Account:
         return list(role["policies"].values()) + [self.managed(a)[0] for a in role["attached"]]
 
 
-def _session_limit(value: str | None) -> int:
+def session_limit(value: str | None) -> int:
     if value is None:
         return DEFAULT_SESSION
     if (

@@ -129,19 +129,10 @@ async def list_users(call: Call) -> dict[str, Any]:
 async def update_user(call: Call) -> None:
     def run(acc: Account) -> None:
         user = acc.user(call.get("UserName"))
-        new_name = call.get("NewUserName")
-        if new_name is not None:
-            model.check_name(new_name, "newUserName", 64)
-            if new_name.lower() != user["name"].lower() and new_name.lower() in acc.doc["users"]:
-                raise IamError(
-                    "EntityAlreadyExists", f"User with name {new_name} already exists.", 409
-                )
-            del acc.doc["users"][user["name"].lower()]
-            user["name"] = new_name
-            acc.doc["users"][new_name.lower()] = user
+        if call.get("NewUserName") is not None:
+            acc.rename("users", "user", user, call.get("NewUserName"), "newUserName")
         if call.get("NewPath") is not None:
             user["path"] = model.check_path(call.get("NewPath"), "newPath")
-        call.stale.extend(user["keys"])
 
     await call.change(run)
 
@@ -220,7 +211,6 @@ async def update_access_key(call: Call) -> None:
     def run(acc: Account) -> None:
         user, access_key = _key_of(call, acc)
         user["keys"][access_key]["status"] = status
-        call.stale.append(access_key)
 
     await call.change(run)
 
@@ -315,20 +305,12 @@ async def list_groups(call: Call) -> dict[str, Any]:
 async def update_group(call: Call) -> None:
     def run(acc: Account) -> None:
         group = acc.group(call.get("GroupName"))
-        new_name = call.get("NewGroupName")
-        if new_name is not None:
-            model.check_name(new_name, "newGroupName", 128)
-            old, new = group["name"].lower(), new_name.lower()
-            if new != old and new in acc.doc["groups"]:
-                raise IamError(
-                    "EntityAlreadyExists", f"Group with name {new_name} already exists.", 409
-                )
-            del acc.doc["groups"][old]
-            group["name"] = new_name
-            acc.doc["groups"][new] = group
+        if call.get("NewGroupName") is not None:
+            old, new = acc.rename(
+                "groups", "group", group, call.get("NewGroupName"), "newGroupName"
+            )
             for user in acc.doc["users"].values():
                 user["groups"] = [new if g == old else g for g in user["groups"]]
-                call.stale.extend(user["keys"])
         if call.get("NewPath") is not None:
             group["path"] = model.check_path(call.get("NewPath"), "newPath")
 
@@ -347,7 +329,6 @@ async def add_user_to_group(call: Call) -> None:
             if len(user["groups"]) >= model.MAX_GROUPS_PER_USER:
                 raise IamError("LimitExceeded", "Cannot exceed quota for GroupsPerUser: 10", 409)
             user["groups"].append(group["name"].lower())
-        call.stale.extend(user["keys"])
 
     await call.change(run)
 
@@ -361,7 +342,6 @@ async def remove_user_from_group(call: Call) -> None:
                 "NoSuchEntity", f"User {user['name']} is not in group {group['name']}.", 404
             )
         user["groups"].remove(group["name"].lower())
-        call.stale.extend(user["keys"])
 
     await call.change(run)
 
@@ -407,7 +387,7 @@ async def update_role(call: Call) -> dict[str, Any]:
         if call.get("Description") is not None:
             role["description"] = call.get("Description")
         if call.get("MaxSessionDuration") is not None:
-            role["max_session"] = model._session_limit(call.get("MaxSessionDuration"))
+            role["max_session"] = model.session_limit(call.get("MaxSessionDuration"))
 
     await call.change(run)
     return {}

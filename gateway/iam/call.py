@@ -36,7 +36,6 @@ class Call:
     master: bytes
     added: list[str] = field(default_factory=list)  # access keys made
     removed: list[str] = field(default_factory=list)  # access keys deleted
-    stale: list[str] = field(default_factory=list)  # keys whose powers changed
 
     @property
     def account(self) -> str:
@@ -52,7 +51,6 @@ class Call:
         def run(text: str | None) -> IdentityChange[T]:
             self.added.clear()
             self.removed.clear()
-            self.stale.clear()
             acc = Account.load(self.account, text)
             result = fn(acc)
             return IdentityChange(result, acc.dump(), list(self.added), list(self.removed))

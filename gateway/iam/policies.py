@@ -141,25 +141,30 @@ def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
         name_param = f"{title}Name"
 
         def bind(kind: str = kind, title: str = title, name_param: str = name_param) -> None:
-            def forget_keys(acc: Account, entry: dict[str, Any], call: Call) -> None:
-                if kind == "user":
-                    call.stale.extend(entry["keys"])
-                elif kind == "group":
-                    for user in acc.doc["users"].values():
-                        if entry["name"].lower() in user["groups"]:
-                            call.stale.extend(user["keys"])
+            def changing(
+                act: Callable[[Account, dict[str, Any], Call], None],
+            ) -> Callable[[Call], Awaitable[None]]:
+                """An action that changes the named user's, group's or role's policies."""
 
-            async def put(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.put_inline(kind, entry, call.get("PolicyName"), call.get("PolicyDocument"))
-                    forget_keys(acc, entry, call)
+                async def action(call: Call) -> None:
+                    await call.change(
+                        lambda acc: act(acc, _holder(acc, kind, call.get(name_param)), call)
+                    )
 
-                await call.change(run)
-                call.principals.forget()
+                return action
+
+            put = changing(
+                lambda acc, entry, call: acc.put_inline(
+                    kind, entry, call.get("PolicyName"), call.get("PolicyDocument")
+                )
+            )
+            delete = changing(
+                lambda acc, entry, call: acc.delete_inline(kind, entry, call.get("PolicyName"))
+            )
+            attach = changing(lambda acc, entry, call: acc.attach(entry, call.get("PolicyArn")))
+            detach = changing(lambda acc, entry, call: acc.detach(entry, call.get("PolicyArn")))
 
             async def get(call: Call) -> dict[str, Any]:
-
                 acc = await call.read()
                 entry = _holder(acc, kind, call.get(name_param))
                 text = acc.inline(kind, entry, call.get("PolicyName"))
@@ -170,31 +175,6 @@ def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
                 acc = await call.read()
                 entry = _holder(acc, kind, call.get(name_param))
                 return page(call, list(entry["policies"]), "PolicyNames", lambda n: n)
-
-            async def delete(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.delete_inline(kind, entry, call.get("PolicyName"))
-                    forget_keys(acc, entry, call)
-
-                await call.change(run)
-                call.principals.forget()
-
-            async def attach(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.attach(entry, call.get("PolicyArn"))
-
-                await call.change(run)
-                call.principals.forget()
-
-            async def detach(call: Call) -> None:
-                def run(acc: Account) -> None:
-                    entry = _holder(acc, kind, call.get(name_param))
-                    acc.detach(entry, call.get("PolicyArn"))
-
-                await call.change(run)
-                call.principals.forget()
 
             async def attached(call: Call) -> dict[str, Any]:
                 acc = await call.read()

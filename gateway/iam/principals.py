@@ -128,14 +128,11 @@ class Principals(Mapping[str, User]):
     def __len__(self) -> int:
         return len(self.roots)
 
-    def forget(self, access_keys: list[str] | None = None) -> None:
-        """Drop what is kept of these keys (None: of all): a change on this worker counts
-        at once."""
-        if access_keys is None:
-            self._cache.clear()
-            self._documents.clear()
-        for key in access_keys or ():
-            self._cache.pop(key, None)
+    def forget(self) -> None:
+        """Drop every key and document kept: a change made on this worker counts here at
+        once."""
+        self._cache.clear()
+        self._documents.clear()
 
     # -- finding --
 
@@ -159,12 +156,13 @@ class Principals(Mapping[str, User]):
             if found is not None and found[0] >= self._clock() and found[1].session_token == token:
                 return
             self._cache.pop(access_key, None)
-            user = await self._token_user(access_key, token)
+            user, expires = await self._token_user(access_key, token)
+            if user is not None:  # kept never past the credentials' own expiry
+                keep = min(self._ttl, expires - self._wall())
+                self._cache[access_key] = (self._clock() + keep, user)
+            return
         if user is not None:
-            keep = self._ttl
-            if token:  # never past the credentials' own expiry
-                keep = min(keep, open_token(self.master, token)["exp"] - self._wall())
-            self._cache[access_key] = (self._clock() + keep, user)
+            self._cache[access_key] = (self._clock() + self._ttl, user)
 
     async def _document(self, account: str, has: Callable[[Account], bool]) -> Account:
         """The account's document, read at most once per bound (never changed here), unless
@@ -195,7 +193,9 @@ class Principals(Mapping[str, User]):
         identity = None if account.is_root(user) else user_identity(account, user)
         return User(access_key, secret, root.display_name, root.canonical_id, identity)
 
-    async def _token_user(self, access_key: str, token: str) -> User | None:
+    async def _token_user(self, access_key: str, token: str) -> tuple[User | None, float]:
+        """Who the credentials of a session token are (None: their origin is gone), and
+        when they expire."""
         claims = open_token(self.master, token)
         if claims.get("ak") != access_key:
             raise S3Error("InvalidToken")
@@ -207,7 +207,7 @@ class Principals(Mapping[str, User]):
         identity = None
         if claims["kind"] == "root":
             if root.access_key != claims["parent"]:
-                return None  # the root's key changed: what it made goes with it
+                return None, claims["exp"]  # the root's key changed: what it made goes too
         else:
 
             def has(acc: Account) -> bool:
@@ -220,16 +220,17 @@ class Principals(Mapping[str, User]):
             if claims["kind"] == "user":
                 user = account.user_of_key(claims["parent"])
                 if user is None or user["keys"][claims["parent"]]["status"] != "Active":
-                    return None
+                    return None, claims["exp"]
                 identity = None if account.is_root(user) else user_identity(account, user)
             else:
                 role = account.doc["roles"].get(claims["role"].lower())
                 if role is None or role["id"] != claims["role_id"]:
-                    return None
+                    return None, claims["exp"]
                 identity = role_identity(
                     account, role, claims["session"], claims.get("policy"), claims.get("tags")
                 )
-        return User(access_key, claims["sk"], root.display_name, root.canonical_id, identity, token)
+        user = User(access_key, claims["sk"], root.display_name, root.canonical_id, identity, token)
+        return user, claims["exp"]
 
 
 def check_token(user: User, token: str | None) -> None:

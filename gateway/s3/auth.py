@@ -123,12 +123,13 @@ class Authenticator:
         if self._keys is None:
             return self.authenticate(request, service, body_hash)
         access_key = claimed_key(request.headers, request.query_string)
-        token = (
-            request.headers.get("x-amz-security-token")
-            or _query_value(request.query_string, "X-Amz-Security-Token")
-            # SigV2's presigned URLs name it in lower case.
-            or _query_value(request.query_string, "x-amz-security-token")
-        )
+        query = request.query_string
+        token = request.headers.get("x-amz-security-token")
+        if token is None and "ecurity-" in query:  # the query is split only for a token
+            token = _query_value(query, "X-Amz-Security-Token") or _query_value(
+                query,
+                "x-amz-security-token",  # SigV2's presigned URLs name it in lower case
+            )
         if access_key:
             await self._keys.prepare(access_key, token)
         result = self.authenticate(request, service, body_hash)
