@@ -57,6 +57,7 @@ from ..rows import (
     VERSION_COLUMNS,
     bucket_from_row,
     bucket_values,
+    decode_manifest,
     encode_attrs,
     encode_lock,
     encode_manifest,
@@ -74,7 +75,7 @@ from ..rows import (
 if TYPE_CHECKING:
     from . import PostgresCatalog
 
-from .reads import ConnReader, version_where
+from .reads import ConnReader, Row, version_where
 
 _OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
 
@@ -364,15 +365,24 @@ class PostgresTx(ConnReader):
         raise Conflict()
 
     async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = await self._delete_current(bucket, key, OBJECT_COLUMNS)
+        return object_from_row(bucket, row) if row else None
+
+    async def drop_object(self, bucket: str, key: str) -> tuple[Extent, ...] | None:
+        row = await self._delete_current(bucket, key, "manifest")
+        return decode_manifest(row[0]) if row else None
+
+    async def _delete_current(self, bucket: str, key: str, columns: str) -> Row | None:
+        """Delete the key's row of `objects`; `columns` of it, or None."""
         row = await self._one(
-            f"DELETE FROM objects WHERE bucket = %s AND key = %s RETURNING {OBJECT_COLUMNS}",
+            f"DELETE FROM objects WHERE bucket = %s AND key = %s RETURNING {columns}",
             (bucket, key.encode()),
         )
         if row is not None and self._checked.get((bucket, key)) is False:
             # The write found no object there (If-None-Match: *), and another has made one
             # since: no lock could hold a row that did not exist. It checks again.
             raise Conflict()
-        return object_from_row(bucket, row) if row else None
+        return row
 
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         values = version_values(obj, seq)
