@@ -211,6 +211,12 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
         """Remove the row (its references are the caller's to release); the row, or None."""
         ...
 
+    async def drop_object(self, bucket: str, key: str) -> tuple[Extent, ...] | None:
+        """delete_object for a write that keeps nothing of the row (an unversioned bucket's
+        PUT or DELETE): its extents alone (the caller's to release), or None if there was
+        none. The row's attributes are neither read nor decoded."""
+        ...
+
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         """Keep a version (an older object, or a delete marker) in the versions table, at
         position `seq` among its key's versions (ascending: newest first)."""

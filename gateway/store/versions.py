@@ -116,11 +116,13 @@ async def _make_way(tx: CatalogTx, bucket: Bucket, key: str, now_ns: int) -> tup
     """Before a new latest version of `key` is written: the current version becomes noncurrent
     (Enabled), or the null version goes (unversioned, Suspended). Gives the new version's id
     and time."""
-    current = await tx.delete_object(bucket.name, key)
     if bucket.versioning is None:
-        if current is not None:
-            await tx.release(current.extents)
+        # Nothing of the replaced version is kept: its extents are all it takes to release it.
+        extents = await tx.drop_object(bucket.name, key)
+        if extents is not None:
+            await tx.release(extents)
         return NULL_VERSION, now_ns
+    current = await tx.delete_object(bucket.name, key)
     newest = current if current is not None else await tx.newest_version(bucket.name, key)
     mtime = now_ns if newest is None else max(now_ns, newest.mtime_ns + 1)
     version_id = new_version_id(mtime) if bucket.versioning == ENABLED else NULL_VERSION
@@ -163,9 +165,9 @@ async def delete(
     if version_id is not None:
         return await _remove(tx, bucket.name, key, version_id, now_ns, bypass_governance)
     if bucket.versioning is None:
-        old = await tx.delete_object(bucket.name, key)
-        if old is not None:
-            await tx.release(old.extents)
+        extents = await tx.drop_object(bucket.name, key)
+        if extents is not None:
+            await tx.release(extents)
         return Deleted(key, None)
     marker_id, mtime = await _make_way(tx, bucket, key, now_ns)
     marker = ObjectInfo(
@@ -188,7 +190,7 @@ async def _remove(
     if objectlock.protected(gone.lock, bypass, now_ns):
         raise objectlock.ObjectLocked()
     if is_current:
-        await tx.delete_object(bucket, key)
+        await tx.drop_object(bucket, key)  # `gone` is that row, read above
     else:
         await tx.delete_version(bucket, key, version_id)
     await tx.release(gone.extents)

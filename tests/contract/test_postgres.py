@@ -22,7 +22,14 @@ import pytest
 
 from gateway.store import Store, errors, open_catalog, versions
 from gateway.store.api import Catalog, CatalogTx
-from gateway.store.model import Bucket, Extent, ObjectAttrs, ObjectInfo, WriteCondition
+from gateway.store.model import (
+    Bucket,
+    Extent,
+    ObjectAttrs,
+    ObjectInfo,
+    StagedBlob,
+    WriteCondition,
+)
 from gateway.store.postgres import PostgresCatalog
 from gateway.store.postgres.schema import SCHEMA_VERSION
 from tests.contract.model import utf8
@@ -290,6 +297,7 @@ def test_a_serialization_failure_is_retried_and_the_write_made(
         async def fn(tx: CatalogTx) -> str:
             attempts.append("tried")
             if len(attempts) == 1:
+                await tx.flush()  # type: ignore[attr-defined]  # the BEGIN, sent with nothing
                 conn = tx.conn  # type: ignore[attr-defined]
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 assert await tx.get_bucket("b") is not None  # the snapshot is taken here
@@ -302,6 +310,43 @@ def test_a_serialization_failure_is_retried_and_the_write_made(
         assert (result, released) == ("made", []) and len(attempts) == 2
         refs, _ = runner.run(counts(store.catalog))
         assert refs[blob] == 3  # the object's, the other connection's, the retried write's
+        store.close()
+
+
+def test_a_deferred_statement_that_fails_fails_its_write(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """retain's INSERT of a new blob is not waited for: it goes with the write's next statement,
+    or before the COMMIT when none follows. An error of it still fails the write, with nothing
+    of the write committed, and the connection goes on serving."""
+    url = postgres.database()
+    with asyncio.Runner() as runner:
+        store = node(tmp_path, url)
+        runner.run(store.create_bucket("b", "owner", "us-east-1"))
+        too_large = 1 << 70  # not a bigint: the server refuses the row
+
+        async def last(tx: CatalogTx) -> None:
+            await tx.retain([], [StagedBlob("last", too_large, b"", b"x")])
+
+        async def then_read(tx: CatalogTx) -> None:
+            await tx.retain([], [StagedBlob("then-read", too_large, b"", b"x")])
+            await tx.get_bucket("b")
+            pytest.fail("the bucket's read answered after a failed insert")
+
+        async def then_ok(tx: CatalogTx) -> None:  # an insert that fails after one that works
+            await tx.retain([], [StagedBlob("ok", 1, b"", b"x")])
+            await tx.insert_bucket(Bucket("made", "owner", "us-east-1", 1))
+            await tx.retain([], [StagedBlob("after", too_large, b"", b"x")])
+
+        for fn in (last, then_read, then_ok):
+            with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+                runner.run(_write(store.catalog, fn))
+        refs, _ = runner.run(counts(store.catalog))
+        assert not {"last", "then-read", "ok", "after"} & set(refs)
+        assert runner.run(store.get_bucket("made")) is None
+        for n in range(12):  # more writes than the pool has connections
+            runner.run(put(store, "b", f"k{n}", b"data"))
+        assert len(runner.run(store.list_objects("b", "", "", "", 20)).entries) == 12
         store.close()
 
 

@@ -322,16 +322,15 @@ class PostgresCatalog:
 
     async def _attempt(self, fn: Callable[[CatalogTx], Awaitable[T]]) -> tuple[T, list[str]]:
         async with self.connection() as conn:
-            # Explicit, so that a server default (default_transaction_isolation) does not
-            # change what the locks in queries.py are for.
-            await conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            tx = PostgresTx(conn)
+            tx = PostgresTx(conn)  # its BEGIN goes with its first statement
             try:
                 result = await fn(tx)
                 await tx.settle()
+                await tx.flush()
             except BaseException:
-                with contextlib.suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
+                if tx.begun:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute("ROLLBACK")
                 raise
             try:
                 await conn.execute("COMMIT")

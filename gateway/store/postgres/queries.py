@@ -33,7 +33,7 @@ No S3 rule is decided here: which write may happen, and in what order, is the St
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -57,6 +57,7 @@ from ..rows import (
     VERSION_COLUMNS,
     bucket_from_row,
     bucket_values,
+    decode_manifest,
     encode_attrs,
     encode_lock,
     encode_manifest,
@@ -74,7 +75,7 @@ from ..rows import (
 if TYPE_CHECKING:
     from . import PostgresCatalog
 
-from .reads import ConnReader, version_where
+from .reads import ConnReader, Row, version_where
 
 _OBJECT_FIELDS = OBJECT_COLUMNS.removeprefix("key, ")  # what replacing a key's row sets
 
@@ -83,8 +84,22 @@ class Conflict(Exception):
     """Another transaction changed what this write depends on: run the write again."""
 
 
+# Explicit, so that a server default (default_transaction_isolation) does not change what
+# the locks below are for.
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+# Pipeline mode needs libpq 14 (psycopg's binary wheels bundle a newer one).
+_PIPELINE = psycopg.AsyncPipeline.is_supported()
+
+
 class PostgresTx(ConnReader):
-    """api.CatalogTx inside one READ COMMITTED transaction."""
+    """api.CatalogTx inside one READ COMMITTED transaction.
+
+    Round trips: the BEGIN, and statements whose only answer would be an error (`_defer`),
+    are not waited for on their own. They go in one pipeline with the next statement whose
+    answer the write needs, in order, one round trip for them all; an error of any of them
+    is raised there, and the write fails or runs again as it would have (a 4 KiB PUT: the
+    BEGIN, the inline blob's INSERT and the bucket's read in one round trip, not three).
+    `flush` sends what is still queued; the caller commits after it."""
 
     _BUCKET_LOCK = " FOR KEY SHARE"
     _OBJECT_LOCK = " FOR UPDATE"
@@ -92,12 +107,48 @@ class PostgresTx(ConnReader):
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         super().__init__(conn)
+        self.begun = False  # the BEGIN was sent: the transaction ends by COMMIT or ROLLBACK
+        self._queued: list[tuple[str, Sequence[Any]]] = []  # deferred, not yet sent
         self.released: list[str] = []  # file blobs that reached zero references
         self._deltas: Counter[str] = Counter()  # reference changes not yet applied
         # Keys whose state this write read (a condition, a copy's source): True if a row was
         # there (then it is locked until the commit), False if none was.
         self._checked: dict[tuple[str, str], bool] = {}
         self._locked_keys: set[tuple[str, bytes]] = set()  # rows of key_locks held
+
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        cur = await self._send(sql, args)
+        return await cur.fetchall()
+
+    async def _run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        cur = await self._send(sql, args)
+        return cur.rowcount
+
+    def _defer(self, sql: str, args: Sequence[Any]) -> None:
+        """A statement whose answer nothing waits for: sent with the next one that is."""
+        self._queued.append((sql, args))
+
+    async def flush(self) -> None:
+        """Send the BEGIN and the deferred statements not sent yet."""
+        if self._queued:
+            await self._send(*self._queued.pop())
+        elif not self.begun:
+            await self._send(BEGIN, ())
+
+    async def _send(self, sql: str, args: Sequence[Any]) -> psycopg.AsyncCursor[Row]:
+        """Run `sql` after what is queued (the BEGIN first); its cursor, answered."""
+        statements = [] if self.begun else [(BEGIN, ())]
+        statements += [*self._queued, (sql, args)]
+        self._queued.clear()
+        self.begun = True
+        if len(statements) == 1 or not _PIPELINE:
+            for query, values in statements:
+                cur = await self.conn.execute(query, values)  # type: ignore[arg-type]
+            return cur
+        async with self.conn.pipeline():  # its end waits for every answer, or raises
+            for query, values in statements:
+                cur = await self.conn.execute(query, values)  # type: ignore[arg-type]
+        return cur
 
     async def get_object(self, bucket: str, key: str) -> ObjectInfo | None:
         obj = await super().get_object(bucket, key)
@@ -259,7 +310,8 @@ class PostgresTx(ConnReader):
             if len(taken) != len(files):
                 raise errors.IntentLost(errors.INTENT_LOST)
         for blob in new_blobs:
-            await self._run(
+            # A new id: the insert fails only with the transaction (an error at the flush).
+            self._defer(
                 "INSERT INTO blobs (id, size, refs, data) VALUES (%s, %s, %s, %s)",
                 (blob.id, blob.size, counts.pop(blob.id, 0), blob.data),
             )
@@ -364,15 +416,24 @@ class PostgresTx(ConnReader):
         raise Conflict()
 
     async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        row = await self._delete_current(bucket, key, OBJECT_COLUMNS)
+        return object_from_row(bucket, row) if row else None
+
+    async def drop_object(self, bucket: str, key: str) -> tuple[Extent, ...] | None:
+        row = await self._delete_current(bucket, key, "manifest")
+        return decode_manifest(row[0]) if row else None
+
+    async def _delete_current(self, bucket: str, key: str, columns: str) -> Row | None:
+        """Delete the key's row of `objects`; `columns` of it, or None."""
         row = await self._one(
-            f"DELETE FROM objects WHERE bucket = %s AND key = %s RETURNING {OBJECT_COLUMNS}",
+            f"DELETE FROM objects WHERE bucket = %s AND key = %s RETURNING {columns}",
             (bucket, key.encode()),
         )
         if row is not None and self._checked.get((bucket, key)) is False:
             # The write found no object there (If-None-Match: *), and another has made one
             # since: no lock could hold a row that did not exist. It checks again.
             raise Conflict()
-        return object_from_row(bucket, row) if row else None
+        return row
 
     async def insert_version(self, obj: ObjectInfo, seq: str) -> None:
         values = version_values(obj, seq)

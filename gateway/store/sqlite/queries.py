@@ -34,6 +34,7 @@ from ..rows import (
     bucket_and_object_from_row,
     bucket_from_row,
     bucket_values,
+    decode_manifest,
     encode_attrs,
     encode_lock,
     encode_manifest,
@@ -420,6 +421,13 @@ class SqliteTx(SqliteReader):
             (bucket, key.encode()),
         ).fetchone()
         return object_from_row(bucket, row) if row else None
+
+    async def drop_object(self, bucket: str, key: str) -> tuple[Extent, ...] | None:
+        row = self.conn.execute(
+            "DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING manifest",
+            (bucket, key.encode()),
+        ).fetchone()
+        return decode_manifest(row[0]) if row else None
 
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
         # The version may be current or not (a copy from an older version): both tables.
