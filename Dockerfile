@@ -29,11 +29,11 @@ RUN groupadd --system --gid 10001 s3gw \
  && chown s3gw:s3gw /data \
  && chmod 0700 /data
 
-# The package, its runtime dependencies and the `fast` extra (uvloop); no test extra. The
-# build's by-products (build/, *.egg-info) go in the same layer as they are made.
+# The package and its runtime dependencies; no test extra. The build's by-products (build/,
+# *.egg-info) go in the same layer as they are made.
 WORKDIR /src
 COPY . .
-RUN pip install --no-cache-dir --disable-pip-version-check '.[fast]' \
+RUN pip install --no-cache-dir --disable-pip-version-check . \
  && rm -rf build ./*.egg-info
 
 VOLUME /data

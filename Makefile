@@ -12,9 +12,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The package and its `fast` extra (uvloop): what `make run` needs.
+# The package: what `make run` needs.
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[fast]'
+	$(BIN)/pip install --quiet -e .
 	touch $@
 
 # The package and its test extra.

@@ -43,7 +43,7 @@ class Settings:
     iam_cache_seconds: float = 1.0
     workers: int = 1
     md5_backend: str = "hashlib"
-    loop: str = "asyncio"
+    loop: str = "uvloop"
     log_level: str = "info"
     log_format: str = "text"
     max_object_size: int = limits.MAX_PUT_SIZE
@@ -149,7 +149,7 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "ACL grants by emailAddress: refuse (405, as AWS since October 2025) or resolve (to "
         "the users file's user with that email)",
     ),
-    ("loop", str, "asyncio", "event loop: asyncio, or uvloop (the fast extra)"),
+    ("loop", str, "uvloop", "event loop: uvloop, or asyncio (the standard library's)"),
     ("log-level", str, "info", "debug, info, warning or error"),
     ("log-format", str, "text", "text, or json: one JSON object per line"),
     # The conformance suite's lifecycle tests wait "days" of a few seconds.

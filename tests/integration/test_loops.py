@@ -1,6 +1,6 @@
-"""The gateway on either event loop: asyncio (the default) and uvloop (`--loop uvloop`, the
-`fast` extra). GETs of file blobs go by sendfile on asyncio and by reads in the pool on uvloop,
-which has no sendfile: both must give the bytes."""
+"""The gateway on either event loop: uvloop (the default) and asyncio (`--loop asyncio`). GETs
+of file blobs go by sendfile on both: asyncio's `loop.sendfile`, and on uvloop, which has none,
+`os.sendfile` on the connection's socket (gateway/s3/sendfile.py)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def _loop_factory(setting: str, block_uvloop: bool) -> subprocess.CompletedProce
 def test_loop_setting():
     assert _loop_factory("uvloop", False).stdout.strip() == "uvloop"
     assert _loop_factory("asyncio", False).stdout.strip() == "asyncio"
-    assert _loop_factory("asyncio", True).stdout.strip() == "asyncio"  # no extra needed
-    # Without the extra, asking for uvloop fails and says why.
+    assert _loop_factory("asyncio", True).stdout.strip() == "asyncio"  # runs without uvloop
+    # Without uvloop installed, asking for it fails and says why.
     missing = _loop_factory("uvloop", True)
     assert missing.returncode != 0 and "uvloop is not installed" in missing.stderr
     bad = _loop_factory("tokio", False)
@@ -62,8 +62,8 @@ def test_loop_setting():
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_client_leaving_mid_download_is_not_an_error(tmp_path, loop):
-    """A download cut by the client (sendfile on asyncio, pool reads on uvloop) drops that
-    connection only: no error, no traceback in the log, and the server goes on."""
+    """A download cut by the client (sendfile on either loop) drops that connection only: no
+    error, no traceback in the log, and the server goes on."""
     server = GatewayProcess(tmp_path / "data", {"S3GW_LOOP": loop, "S3GW_WORKERS": "1"}).start()
     try:
         s3 = server.client()

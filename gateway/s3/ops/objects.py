@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from ..params import (
     version_param,
 )
 from ..ranges import parse_range
+from ..sendfile import send_file
 
 
 def versioned(ctx: Context) -> bool:
@@ -273,16 +273,14 @@ async def _send_object(
 async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int) -> bool:
     """Send a range that lies in one blob file with sendfile: the kernel copies from the page
     cache to the socket, no Python buffers. False if it cannot (inline bytes, several blobs,
-    TLS, or an event loop without sendfile, such as uvloop)."""
+    TLS)."""
     transport = ctx.request.transport
     span = await reader.single_file(start, length) if transport is not None else None
     if span is None or transport is None:
         return False
     f, offset = span
     with f:
-        try:
-            await asyncio.get_running_loop().sendfile(transport, f, offset, length)
-        except NotImplementedError:
+        if not await send_file(transport, f, offset, length):
             return False
     ctx.request[SENT_BY_SENDFILE] = length
     return True
