@@ -16,6 +16,7 @@ from .iam.principals import Principals
 from .keyring import load_keyring
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
+from .s3.protocol import S3_HANDLER
 from .store import Store, StoreError, open_store
 from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
@@ -93,6 +94,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
 
     app = web.Application(client_max_size=1024**2)
     app[STORE] = store
+    app[S3_HANDLER] = handler
     app[PRINCIPALS] = principals
     app[FLUSH_LOGS] = delivery.flush
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
