@@ -71,6 +71,8 @@ class Requested:
         return self.encryption is not None and self.encryption.kind != crypto.CUSTOMER
 
     def attrs(self, attrs: ObjectAttrs) -> ObjectAttrs:
+        if attrs.sse == self.headers and attrs.sse_key == self.sse_key:
+            return attrs  # a plain write's (no copy of a frozen dataclass per PUT for nothing)
         return replace(attrs, sse=self.headers, sse_key=self.sse_key)
 
     def etag(self, md5_hex: str) -> str:

@@ -67,26 +67,24 @@ class Objects(StoreCore):
         Lock asked for (or the bucket's default). The ETag is the MD5 of the bytes unless
         `etag` says otherwise (SSE-C, SSE-KMS); `keep_md5` False keeps no MD5 of them (SSE-C)."""
         md5 = blob.md5.hex()
-        obj = ObjectInfo(
-            bucket=bucket,
-            key=key,
-            size=blob.size,
-            etag=etag or md5,
-            mtime_ns=0,
-            attrs=attrs,
-            extents=(Extent(blob.id, 0, blob.size, blob.key),) if blob.size else (),
-            content_md5=md5 if keep_md5 else None,
-            lock=lock,
-        )
         staged = [] if blob.data is not None else [blob.id]
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             await check_write(tx, bucket, key, condition)
-            # The timestamp is taken inside the transaction so that commit order and
-            # Last-Modified order agree.
-            return await self._put(
-                tx, replace(obj, mtime_ns=time.time_ns()), [blob] if blob.size else []
+            obj = ObjectInfo(
+                bucket=bucket,
+                key=key,
+                size=blob.size,
+                etag=etag or md5,
+                # Taken inside the transaction so that commit order and Last-Modified order
+                # agree.
+                mtime_ns=time.time_ns(),
+                attrs=attrs,
+                extents=(Extent(blob.id, 0, blob.size, blob.key),) if blob.size else (),
+                content_md5=md5 if keep_md5 else None,
+                lock=lock,
             )
+            return await self._put(tx, obj, [blob] if blob.size else [])
 
         return await self._write(commit, staged)
 
