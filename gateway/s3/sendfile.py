@@ -38,19 +38,42 @@ async def send_file(transport: asyncio.Transport, file: BinaryIO, offset: int, c
         while transport.get_write_buffer_size():
             await _writable(loop, out)
             await asyncio.sleep(0)  # the transport writes what it holds in its own callback
-        end = offset + count
-        while offset < end:
-            try:
-                sent = os.sendfile(out, file.fileno(), offset, end - offset)
-            except BlockingIOError:
-                await _writable(loop, out)
-                continue
-            if sent == 0:  # the file is shorter than the catalog says
-                raise _short(end - offset)
-            offset += sent
+        await _send(loop, out, file.fileno(), offset, count)
     finally:
         os.close(out)
     return True
+
+
+async def _send(
+    loop: asyncio.AbstractEventLoop, out: int, fd: int, offset: int, count: int
+) -> None:
+    """As asyncio's own: each time the socket takes more, as much as it takes, sent from the
+    loop's writer callback (no task woken per send)."""
+    done = loop.create_future()
+    end = offset + count
+
+    def send() -> None:
+        nonlocal offset
+        if done.done():
+            return
+        try:
+            while offset < end:
+                sent = os.sendfile(out, fd, offset, end - offset)
+                if sent == 0:  # the file is shorter than the catalog says
+                    raise _short(end - offset)
+                offset += sent
+        except BlockingIOError:
+            return  # called again once the socket takes more
+        except Exception as exc:
+            done.set_exception(exc)
+            return
+        done.set_result(None)
+
+    loop.add_writer(out, send)
+    try:
+        await done
+    finally:
+        loop.remove_writer(out)
 
 
 def _short(missing: int) -> OSError:
