@@ -149,16 +149,17 @@ ONLY = {
     **dict.fromkeys(PG_NODES, PG_WORKLOADS),
 }
 
-# The issue's targets. Issue 20: 2x SeaweedFS's small PUTs and GETs, 1.6x from a second
-# worker, server CPU per small request within 3x (PUT) and 2.5x (GET) the trivial server's;
-# earlier: 40 % of the trivial server's rate. The others are ours (assumed): large bodies near
-# their ceilings, copies and Completes that do not grow with the size, bounded memory.
+# The issue's targets. Issue 35: 1.3x SeaweedFS's small PUTs and 1.5x its GETs (the gateway at
+# its defaults: a worker per core), server CPU per small request within 6x (PUT) and 4x (GET)
+# the trivial server's. Issue 20: 1.6x from a second worker; earlier: 40 % of the trivial
+# server's rate. The others are ours (assumed): large bodies near their ceilings, copies and
+# Completes that do not grow with the size, bounded memory.
 TARGETS: dict[str, tuple[str, float]] = {
-    "put_c64_vs_seaweedfs": (">=", 2.0),
-    "put_c64_cpu_vs_trivial": ("<=", 3.0),
-    "get_c64_cpu_vs_trivial": ("<=", 2.5),
+    "put_c64_vs_seaweedfs": (">=", 1.3),
+    "put_c64_cpu_vs_trivial": ("<=", 6.0),
+    "get_c64_cpu_vs_trivial": ("<=", 4.0),
     "put_c64_vs_trivial": (">=", 0.4),
-    "get_c64_vs_seaweedfs": (">=", 2.0),
+    "get_c64_vs_seaweedfs": (">=", 1.5),
     "large_put_vs_ceiling": (">=", 0.8),
     "large_get_vs_ceiling": (">=", 0.8),
     "peak_rss_mib": ("<", 200.0),
@@ -1321,7 +1322,8 @@ def _small_c64_table(result: dict[str, Any], names: list[str]) -> list[str]:
     trivial = result["servers"][TRIVIAL]["workloads"]
     lines = [
         "4 KiB c64, every configuration (server CPU per request, and that / the trivial "
-        "server's; targets PUT <= 3, GET <= 2.5):",
+        f"server's; targets PUT <= {TARGETS['put_c64_cpu_vs_trivial'][1]:g}, "
+        f"GET <= {TARGETS['get_c64_cpu_vs_trivial'][1]:g}):",
         f"  {'':<14}{'PUT ops/s':>11}{'p99 ms':>8}{'CPU us':>8}{'/triv':>7}"
         f"{'GET ops/s':>11}{'p99 ms':>8}{'CPU us':>8}{'/triv':>7}",
     ]
