@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import gc
 import logging
 import multiprocessing
 import os
@@ -387,6 +388,12 @@ async def _start(
     await runner.setup()
     for sock in listeners:
         await web.SockSite(runner, sock, ssl_context=context, backlog=_BACKLOG).start()
+    # What start-up made (modules, the application, the store) lives as long as the process:
+    # moved out of the cyclic collector's sight, so that its full collections, which came
+    # every few thousand requests, no longer walk it (a 4 KiB PUT's p99 at 64 connections
+    # 44-58 ms -> 20-35 ms, docs/performance.md).
+    gc.collect()
+    gc.freeze()
     return runner, inflight
 
 
