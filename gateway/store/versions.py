@@ -112,15 +112,20 @@ async def latest_marker(reader: CatalogReader, bucket: str, key: str) -> ObjectI
 # --- writes ----------------------------------------------------------------------------------
 
 
+async def _drop_current(tx: CatalogTx, bucket: str, key: str) -> None:
+    """An unversioned bucket's key loses its object for good: nothing of it is kept, so its
+    extents are all it takes to release it."""
+    extents = await tx.drop_object(bucket, key)
+    if extents is not None:
+        await tx.release(extents)
+
+
 async def _make_way(tx: CatalogTx, bucket: Bucket, key: str, now_ns: int) -> tuple[str, int]:
     """Before a new latest version of `key` is written: the current version becomes noncurrent
     (Enabled), or the null version goes (unversioned, Suspended). Gives the new version's id
     and time."""
     if bucket.versioning is None:
-        # Nothing of the replaced version is kept: its extents are all it takes to release it.
-        extents = await tx.drop_object(bucket.name, key)
-        if extents is not None:
-            await tx.release(extents)
+        await _drop_current(tx, bucket.name, key)
         return NULL_VERSION, now_ns
     current = await tx.delete_object(bucket.name, key)
     newest = current if current is not None else await tx.newest_version(bucket.name, key)
@@ -165,9 +170,7 @@ async def delete(
     if version_id is not None:
         return await _remove(tx, bucket.name, key, version_id, now_ns, bypass_governance)
     if bucket.versioning is None:
-        extents = await tx.drop_object(bucket.name, key)
-        if extents is not None:
-            await tx.release(extents)
+        await _drop_current(tx, bucket.name, key)
         return Deleted(key, None)
     marker_id, mtime = await _make_way(tx, bucket, key, now_ns)
     marker = ObjectInfo(

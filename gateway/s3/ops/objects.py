@@ -21,7 +21,7 @@ from ...store import (
 )
 from ...store.model import NULL_VERSION, Deleted
 from ...store.versions import DeleteMarker, is_version_id
-from .. import conditions, lifecycle, params, retention, sse, writes, xml
+from .. import conditions, lifecycle, params, retention, sendfile, sse, writes, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error
 from ..middleware import BATCH_DELETED, REQUEST_ID
@@ -36,7 +36,6 @@ from ..params import (
     version_param,
 )
 from ..ranges import parse_range
-from ..sendfile import send_file
 
 
 def versioned(ctx: Context) -> bool:
@@ -275,13 +274,14 @@ async def _sendfile(ctx: Context, reader: ObjectReader, start: int, length: int)
     cache to the socket, no Python buffers. False if it cannot (inline bytes, several blobs,
     TLS)."""
     transport = ctx.request.transport
-    span = await reader.single_file(start, length) if transport is not None else None
-    if span is None or transport is None:
+    if transport is None or not sendfile.usable(transport):
+        return False
+    span = await reader.single_file(start, length)
+    if span is None:
         return False
     f, offset = span
     with f:
-        if not await send_file(transport, f, offset, length):
-            return False
+        await sendfile.send_file(transport, f, offset, length)
     ctx.request[SENT_BY_SENDFILE] = length
     return True
 

@@ -416,18 +416,19 @@ class SqliteTx(SqliteReader):
         return version_from_row(bucket, row) if row else None
 
     async def delete_object(self, bucket: str, key: str) -> ObjectInfo | None:
-        row = self.conn.execute(
-            f"DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING {OBJECT_COLUMNS}",
-            (bucket, key.encode()),
-        ).fetchone()
+        row = self._delete_current(bucket, key, OBJECT_COLUMNS)
         return object_from_row(bucket, row) if row else None
 
     async def drop_object(self, bucket: str, key: str) -> tuple[Extent, ...] | None:
-        row = self.conn.execute(
-            "DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING manifest",
+        row = self._delete_current(bucket, key, "manifest")
+        return decode_manifest(row[0]) if row else None
+
+    def _delete_current(self, bucket: str, key: str, columns: str) -> Any:
+        """Delete the key's row of `objects`; `columns` of it, or None."""
+        return self.conn.execute(
+            f"DELETE FROM objects WHERE bucket = ? AND key = ? RETURNING {columns}",
             (bucket, key.encode()),
         ).fetchone()
-        return decode_manifest(row[0]) if row else None
 
     async def remember_content_md5(self, obj: ObjectInfo, md5: str) -> None:
         # The version may be current or not (a copy from an older version): both tables.
