@@ -359,6 +359,7 @@ async def _start(
         console_runner = web.AppRunner(
             console_app,
             access_log=None,
+            auto_decompress=False,
             handle_signals=False,
             shutdown_timeout=0.1,
             keepalive_timeout=settings.idle_timeout,
@@ -375,9 +376,13 @@ async def _start(
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing. shutdown_timeout: what aiohttp's own shutdown grants a
     # request still running after our grace period (ceil_timeout takes 0 as "no limit").
+    # auto_decompress: S3 stores a body as it was sent, whatever its Content-Encoding (kept
+    # as metadata, returned on GET); aiohttp would inflate a gzip body before the payload
+    # hash, Content-Length and Content-MD5 checks saw it (test_content_encoding.py).
     runner = S3AppRunner(
         app,
         access_log=None,
+        auto_decompress=False,
         handle_signals=False,
         lingering_time=2.0,
         shutdown_timeout=0.1,
