@@ -52,7 +52,7 @@ def _validation(message: str) -> IamError:
 
 # ASCII only, as IAM's names: a Unicode look-alike would lower() into another's (K, U+212A).
 _NAME = re.compile(r"[\w+=,.@-]+", re.ASCII)
-_PATH = re.compile(r"/|/[\x21-\x7e]*/")
+PATH = re.compile(r"/|/[\x21-\x7e]*/")
 
 
 def check_name(value: str | None, field: str, limit: int) -> str:
@@ -71,7 +71,7 @@ def check_name(value: str | None, field: str, limit: int) -> str:
 def check_path(value: str | None, field: str = "path") -> str:
     if value is None:
         return "/"
-    if len(value) > 512 or not _PATH.fullmatch(value):
+    if len(value) > 512 or not PATH.fullmatch(value):
         raise _validation(
             f"The specified value for {field} is invalid. It must begin and end with / and "
             "contain only alphanumeric characters and/or / characters."

@@ -26,8 +26,9 @@ from ..users import User
 from . import account as model
 from . import sts
 from .account import IamError
-from .actions import IAM_ACTIONS, renamed, resource
+from .actions import IAM_ACTIONS
 from .call import Call, Entries, arn_of
+from .judged import judged, renamed
 from .principals import Principals
 from .sts import STS_ACTIONS
 
@@ -134,9 +135,9 @@ async def perform(
     if action_name not in sts.ALWAYS:
         # The entities' stored names (a name in another case is the same entity).
         acc = await call.read() if service == "iam" and user.identity is not None else None
-        targets = [resource(call, action_name, acc), renamed(call, action_name)]
-        for target in filter(None, targets):
-            if not decide_account(user, f"{service}:{action_name}", target):
+        on = judged(call, action_name, acc)
+        for target in filter(None, [on.arn, renamed(call, action_name, acc)]):
+            if not decide_account(user, f"{service}:{action_name}", target, on.values):
                 raise IamError(
                     "AccessDenied",
                     f"User: {arn_of(user)} is not authorized to perform: "

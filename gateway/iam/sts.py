@@ -15,6 +15,7 @@ from ..users import User
 from . import account as model
 from .account import Account, IamError
 from .call import MAX_TAGS, Call, arn_of, iso_time, tags_of
+from .judged import request_tags, resource_tags
 from .principals import role_identity, seal_token
 
 NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -176,15 +177,17 @@ def _trusts(
     trust = policy.cached(role["trust"], "", policy.Kind.TRUST)
     arns = user.identity.arns if user.identity else frozenset()
     root = user.identity is None
-    principal = principal_keys(user)
-    asked = {"sts:externalid": call.get("ExternalId"), "sts:rolesessionname": call.get(
-        "RoleSessionName")}  # fmt: skip
-
-    def keys(key: str) -> list[str] | None:
-        if key in asked:
-            value = asked[key]
-            return None if value is None else [value]
-        return principal(key)
+    # What the trust policy and the caller's own policies read: who asks, the request's
+    # session tags (aws:RequestTag/<key>, aws:TagKeys: a trust policy limits which tags a
+    # session may carry), the role's own tags (aws:ResourceTag/<key>), sts:ExternalId and
+    # sts:RoleSessionName.
+    values = {**resource_tags(role), **request_tags(call, "AssumeRole")}
+    for key, param in (("sts:externalid", "ExternalId"),
+                       ("sts:rolesessionname", "RoleSessionName")):  # fmt: skip
+        given = call.get(param)
+        if given is not None:
+            values[key] = [given]
+    keys = principal_keys(user, values)
 
     def verdict(delegated: bool) -> policy.Effect | None:
         caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)
@@ -200,6 +203,11 @@ def _trusts(
             return False
     if verdict(True) is not policy.Effect.ALLOW:
         return False
+    if role_arn.split(":")[4] != user.canonical_id:
+        # Across accounts both sides must allow: the role's trust, and the caller's own
+        # identity policies in its account, even when the trust names the caller itself
+        # (id_roles_common-scenarios_aws-accounts.html).
+        return own is policy.Effect.ALLOW
     if root or verdict(False) is policy.Effect.ALLOW:
         return True
     return own is policy.Effect.ALLOW

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..store import Bucket, ObjectAttrs, Store, StoreError
@@ -396,23 +396,30 @@ def authorize(access: Access) -> None:
         raise S3Error("MethodNotAllowed")
 
 
-def decide_account(user: User, action: str, resource: str) -> bool:
+def decide_account(
+    user: User, action: str, resource: str, values: Mapping[str, list[str]] | None = None
+) -> bool:
     """May `user` make a request that names no bucket (ListBuckets, CreateBucket) or IAM's
-    and STS's? An account's root may; an IAM identity as its own policies say."""
+    and STS's? An account's root may; an IAM identity as its own policies say. `values`:
+    the condition values of the entity acted on and of the request (iam/judged.py)."""
     if is_anonymous(user):
         return False
     identity = user.identity
     if identity is None:
         return True
-    request = policy.PolicyRequest(_caller(user), action, resource, principal_keys(user))
+    request = policy.PolicyRequest(_caller(user), action, resource, principal_keys(user, values))
     return identity_verdict(identity, request) is policy.Effect.ALLOW
 
 
-def principal_keys(user: User) -> Callable[[str], list[str] | None]:
+def principal_keys(
+    user: User, values: Mapping[str, list[str]] | None = None
+) -> Callable[[str], list[str] | None]:
     """The condition keys (and policy variables) of a request that names no bucket: who
-    signed it."""
+    signed it, and `values` (lower-case keys) that the action itself brings."""
 
     def value(key: str) -> list[str] | None:
+        if values and key in values:
+            return values[key]
         if key.startswith("aws:principaltag/"):
             return principal_tag(user, key)
         return principal_value(user, key) if key in PRINCIPAL_KEYS else None
