@@ -167,6 +167,20 @@ async def assume_role(call: Call) -> dict[str, Any]:
     }
 
 
+def trust_values(call: Call, role: dict[str, Any]) -> dict[str, list[str]]:
+    """What an AssumeRole brings to the trust policy and the caller's own policies besides
+    who asks: its session tags (aws:RequestTag/<key>, aws:TagKeys: a trust policy limits
+    which tags a session may carry), the role's own tags (aws:ResourceTag/<key>),
+    sts:ExternalId and sts:RoleSessionName."""
+    values = {**resource_tags(role), **request_tags(call, "AssumeRole")}
+    for key, param in (("sts:externalid", "ExternalId"),
+                       ("sts:rolesessionname", "RoleSessionName")):  # fmt: skip
+        given = call.get(param)
+        if given is not None:
+            values[key] = [given]
+    return values
+
+
 def _trusts(
     role: dict[str, Any], role_arn: str, user: User, call: Call, action: str = "sts:AssumeRole"
 ) -> bool:
@@ -177,17 +191,7 @@ def _trusts(
     trust = policy.cached(role["trust"], "", policy.Kind.TRUST)
     arns = user.identity.arns if user.identity else frozenset()
     root = user.identity is None
-    # What the trust policy and the caller's own policies read: who asks, the request's
-    # session tags (aws:RequestTag/<key>, aws:TagKeys: a trust policy limits which tags a
-    # session may carry), the role's own tags (aws:ResourceTag/<key>), sts:ExternalId and
-    # sts:RoleSessionName.
-    values = {**resource_tags(role), **request_tags(call, "AssumeRole")}
-    for key, param in (("sts:externalid", "ExternalId"),
-                       ("sts:rolesessionname", "RoleSessionName")):  # fmt: skip
-        given = call.get(param)
-        if given is not None:
-            values[key] = [given]
-    keys = principal_keys(user, values)
+    keys = principal_keys(user, trust_values(call, role))
 
     def verdict(delegated: bool) -> policy.Effect | None:
         caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)

@@ -14,6 +14,7 @@ from ..store import Bucket, Store
 from ..store.store import Latest
 from ..users import User
 from . import policy_context as conditions
+from . import tagging as tag_sets
 from .auth import Authenticator, AuthResult, KeySource, SignedRequest, anonymous
 from .authorize import (
     BUCKET_OWNER_ENFORCED,
@@ -154,7 +155,6 @@ class Dispatcher:
             raise S3Error(
                 "NotImplemented", f"{target.operation} is not implemented by this gateway"
             )
-        decided = await self._authorise(request, target, auth)
         payload = Payload(
             request,
             auth,
@@ -163,6 +163,7 @@ class Dispatcher:
             read_timeout=self.settings.body_timeout,
             min_rate=self.settings.min_body_rate,
         )
+        decided = await self._authorise(request, target, auth, payload)
         ctx = Context(
             request=request,
             endpoint=target,
@@ -208,7 +209,7 @@ class Dispatcher:
         return await self.auth.identify(signed)
 
     async def _authorise(
-        self, request: web.Request, target: Endpoint, auth: AuthResult
+        self, request: web.Request, target: Endpoint, auth: AuthResult, payload: Payload
     ) -> _Decided:
         """The bucket the request names, and whether its caller may run the operation there:
         `authorize` decides once, on the values the operation will use (the object's attrs
@@ -235,6 +236,12 @@ class Dispatcher:
                 obj = latest[0].attrs
             else:
                 obj = await object_attrs(self.store, bucket.name, target.key, target.version_id)
+        tags = None
+        if target.operation == Op.PutObjectTagging:
+            # s3:RequestObjectTag/<key> and s3:RequestObjectTagKeys are the tags the body
+            # sets: read (small, bounded) before the decision, which judges them.
+            body = await payload.read(min(tag_sets.MAX_TAGGING_XML, self.settings.max_xml_size))
+            tags = tag_sets.from_xml(body, tag_sets.MAX_OBJECT_TAGS)
         access = Access(
             auth.user,
             target.operation,
@@ -242,7 +249,7 @@ class Dispatcher:
             target.key,
             target.version_id,
             obj,
-            conditions.lookup(request, auth, obj),
+            conditions.lookup(request, auth, obj, tags),
         )
         if target.operation not in PER_KEY:
             try:

@@ -96,6 +96,7 @@ class Payload:
         ALWAYS (a part, whose DEFAULT Complete combines unless the client sent that one), or
         None. `read_timeout` and `min_rate`: see _Patient."""
         self._request = request
+        self._whole: bytes | None = None  # the small body read() gave
         self._content = _Patient(request.content, read_timeout, min_rate)
         self._hash = auth.payload_hash
         self.streaming = auth.payload_hash.startswith(STREAMING)
@@ -226,7 +227,11 @@ class Payload:
         return self._default.value() if self._default is not None else None
 
     async def read(self, limit: int) -> bytes:
-        """The whole (small) body, verified. Over `limit` bytes is MaxMessageLengthExceeded."""
+        """The whole (small) body, verified. Over `limit` bytes is MaxMessageLengthExceeded.
+        Read once: a second call (the operation, after authorisation read the tags a
+        PutObjectTagging sets) has the same bytes."""
+        if self._whole is not None:
+            return self._whole
         parts: list[bytes] = []
         async for chunk in self.chunks():
             if self.received > limit:
@@ -236,4 +241,5 @@ class Payload:
         for h in self.observers:
             h.update(data)
         self.verify()
+        self._whole = data
         return data

@@ -59,23 +59,51 @@ _ACTION_NAMES = """
 ACTIONS = frozenset("s3:" + name for name in _ACTION_NAMES.split())
 _ACTIONS_LOWER = {a.lower() for a in ACTIONS}
 
-# S3's condition keys (list_amazons3.html); the global aws:* keys are too many to list and
-# any of them is accepted (one this gateway never sets is simply absent).
-_S3_KEY_NAMES = """
-    s3:prefix s3:delimiter s3:max-keys s3:x-amz-acl s3:x-amz-grant-read s3:x-amz-grant-write
-    s3:x-amz-grant-read-acp s3:x-amz-grant-write-acp s3:x-amz-grant-full-control
-    s3:x-amz-copy-source s3:x-amz-metadata-directive s3:x-amz-storage-class
-    s3:x-amz-server-side-encryption s3:x-amz-server-side-encryption-aws-kms-key-id
+# The condition keys a policy may name, in two sets. SUPPLIED: the gateway gives each a value
+# whenever the request has one (policy_context.values for S3's requests; iam/judged.py and
+# iam/sts.py for IAM's and STS's). ABSENT: AWS's keys that have no meaning on this gateway
+# (VPCs, organisations, services acting for a principal, MFA, access points): accepted, as
+# AWS accepts them, and never present in a request, so a condition on one holds only where
+# AWS's rule for a missing key says so (IfExists, Null, ForAllValues on an empty set, the
+# negated operators); docs/iam.md lists them. Any other key is refused when the policy is
+# put ("Policy has an invalid condition key"), never silently judged absent.
+# tests/unit/test_condition_keys.py gives each SUPPLIED key a request that sets it and one
+# that does not. Keys ending in "/" are families: the tag key follows.
+_SUPPLIED_NAMES = """
+    aws:SourceIp aws:SecureTransport aws:CurrentTime aws:EpochTime aws:Referer aws:UserAgent
+    aws:PrincipalArn aws:PrincipalAccount aws:userid aws:username aws:PrincipalType
+    aws:PrincipalTag/ aws:RequestTag/ aws:TagKeys aws:ResourceTag/ iam:ResourceTag/
+    sts:ExternalId sts:RoleSessionName
+    s3:prefix s3:delimiter s3:max-keys s3:VersionId s3:x-amz-acl s3:x-amz-grant-read
+    s3:x-amz-grant-write s3:x-amz-grant-read-acp s3:x-amz-grant-write-acp
+    s3:x-amz-grant-full-control s3:x-amz-copy-source s3:x-amz-metadata-directive
+    s3:x-amz-storage-class s3:x-amz-server-side-encryption
+    s3:x-amz-server-side-encryption-aws-kms-key-id
     s3:x-amz-server-side-encryption-customer-algorithm s3:x-amz-content-sha256
-    s3:RequestObjectTagKeys s3:VersionId s3:signatureversion s3:authType s3:signatureAge
-    s3:TlsVersion s3:object-lock-mode s3:object-lock-retain-until-date
-    s3:object-lock-remaining-retention-days s3:object-lock-legal-hold s3:LocationConstraint
-    s3:ResourceAccount s3:x-amz-object-ownership s3:DataAccessPointArn
-    s3:AccessPointNetworkOrigin s3:DataAccessPointAccount
-    s3:if-match s3:if-none-match
+    s3:object-lock-mode s3:object-lock-retain-until-date s3:object-lock-legal-hold
+    s3:x-amz-object-ownership s3:if-match s3:if-none-match s3:signatureversion s3:authType
+    s3:ExistingObjectTag/ s3:RequestObjectTag/ s3:RequestObjectTagKeys
 """
-S3_KEYS = frozenset(k.lower() for k in _S3_KEY_NAMES.split())
-_TAG_KEY_PREFIXES = ("s3:existingobjecttag/", "s3:requestobjecttag/")
+_ABSENT_NAMES = """
+    aws:SourceVpc aws:SourceVpce aws:VpcSourceIp aws:SourceVpcArn aws:SourceArn
+    aws:SourceAccount aws:SourceOrgID aws:SourceOrgPaths aws:PrincipalOrgID
+    aws:PrincipalOrgPaths aws:PrincipalIsAWSService aws:PrincipalServiceName
+    aws:PrincipalServiceNamesList aws:MultiFactorAuthPresent aws:MultiFactorAuthAge
+    aws:TokenIssueTime aws:ViaAWSService aws:CalledVia aws:CalledViaFirst aws:CalledViaLast
+    aws:RequestedRegion aws:FederatedProvider aws:SourceIdentity aws:ResourceAccount
+    aws:ResourceOrgID aws:ResourceOrgPaths aws:Ec2InstanceSourceVpc
+    aws:Ec2InstanceSourcePrivateIPv4 aws:VpceAccount aws:VpceOrgID aws:VpceOrgPaths
+    aws:AssumedRoot aws:SourceOwner
+    iam:PolicyARN iam:PassedToService iam:PermissionsBoundary iam:AWSServiceName
+    iam:OrganizationsPolicyId
+    sts:SourceIdentity sts:TransitiveTagKeys sts:AWSServiceName
+    s3:signatureAge s3:TlsVersion s3:object-lock-remaining-retention-days
+    s3:LocationConstraint s3:ResourceAccount s3:DataAccessPointArn
+    s3:AccessPointNetworkOrigin s3:DataAccessPointAccount
+"""
+SUPPLIED_KEYS = frozenset(k.lower() for k in _SUPPLIED_NAMES.split())
+ABSENT_KEYS = frozenset(k.lower() for k in _ABSENT_NAMES.split())
+_KEY_FAMILIES = tuple(k for k in SUPPLIED_KEYS if k.endswith("/"))
 # Keys whose fixed values make a statement non-public ("The meaning of public",
 # access-control-block-public-access.html, and the PublicAccessBlockConfiguration API text):
 # each names the caller or where the request comes from.
@@ -255,6 +283,21 @@ def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
         return None
 
 
+_EVERY = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+
+
+def _every_address(values: tuple[str, ...]) -> bool:
+    """Whether the networks together admit every IPv4 or every IPv6 address: judged on
+    their union, so that 0.0.0.0/1 with 128.0.0.0/1 is as public as 0.0.0.0/0 ("The meaning
+    of public", access-control-block-public-access.html)."""
+    networks = [n for n in map(_network, values) if n is not None]
+    for every in _EVERY:
+        same = [n for n in networks if n.version == every.version]
+        if every in ipaddress.collapse_addresses(same):  # type: ignore[arg-type]
+            return True
+    return False
+
+
 def _compare(
     parse: Callable[[str], float | None], test: Callable[[float, float], bool]
 ) -> Callable[[str, str], bool]:
@@ -343,10 +386,8 @@ class Condition:
                 return False
             if self.base.endswith("Like") and ("*" in value or "?" in value):
                 return False
-            if self.base == "IpAddress":
-                network = _network(value)
-                if network is None or network.prefixlen == 0:
-                    return False
+        if self.base == "IpAddress":
+            return not _every_address(self.values)
         return True
 
     def holds(self, lookup: Callable[[str], list[str] | None]) -> bool:
@@ -385,13 +426,12 @@ class Condition:
 
 def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
     low = key.lower()
-    if low.startswith("aws:") and len(low) > 4:
-        return low
-    if kind is not Kind.BUCKET and low.partition(":")[0] in _IDENTITY_SERVICES and ":" in low:
-        return low
-    if low in S3_KEYS or any(low.startswith(p) and len(low) > len(p) for p in _TAG_KEY_PREFIXES):
-        return low
-    raise malformed("Policy has an invalid condition key")
+    known = (low in SUPPLIED_KEYS and not low.endswith("/")) or low in ABSENT_KEYS
+    if not known and not any(low.startswith(p) and len(low) > len(p) for p in _KEY_FAMILIES):
+        raise malformed("Policy has an invalid condition key")
+    if kind is Kind.BUCKET and low.partition(":")[0] not in ("aws", "s3"):
+        raise malformed("Policy has an invalid condition key")  # IAM's and STS's keys
+    return low
 
 
 def _conditions(

@@ -66,13 +66,18 @@ class Caller:
     # console's (which no signature authenticates).
     signature_version: str | None = None
     auth_type: str | None = None  # REST-HEADER, REST-QUERY-STRING; None as above
+    # The tags a tagging write's body sets (PutObjectTagging); None: see x-amz-tagging.
+    tags: tagging.TagSet | None = None
 
 
 def lookup(
-    request: web.BaseRequest, auth: AuthResult, obj: ObjectAttrs | None
+    request: web.BaseRequest,
+    auth: AuthResult,
+    obj: ObjectAttrs | None,
+    tags: tagging.TagSet | None = None,
 ) -> Callable[[str], list[str] | None]:
     """An S3 request's condition values by lower-case key; None for a key it has no value
-    for."""
+    for. `tags`: those its body sets (PutObjectTagging), read before it was decided."""
     signed = not is_nobody(auth.user)
     caller = Caller(
         auth.user,
@@ -86,6 +91,7 @@ def lookup(
             if signed
             else None
         ),
+        tags=tags,
     )
     return values(caller, obj)
 
@@ -191,11 +197,13 @@ def values(caller: Caller, obj: ObjectAttrs | None) -> Callable[[str], list[str]
             found = [v for k, v in tags.items() if k.lower() == wanted]
             return found or None
         if key.startswith("s3:requestobjecttag/") or key == "s3:requestobjecttagkeys":
-            raw = caller.headers.get("x-amz-tagging")
-            if raw is None:
-                return None
-            # The operation's own parsing (its errors too), not a second one of our own.
-            pairs = tagging.from_header(raw)
+            pairs = caller.tags
+            if pairs is None:
+                raw = caller.headers.get("x-amz-tagging")
+                if raw is None:
+                    return None
+                # The operation's own parsing (its errors too), not a second one of ours.
+                pairs = tagging.from_header(raw)
             if key == "s3:requestobjecttagkeys":
                 return [k for k, _ in pairs]
             wanted = key.partition("/")[2]

@@ -366,3 +366,30 @@ def test_request_object_tags_on_put_object(legacy):
         403,
     )
     assert error(legacy.alt.put_object, Bucket=b, Key="b", Body=b"b") == ("AccessDenied", 403)
+
+
+def test_request_object_tags_on_put_object_tagging(legacy):
+    # On PutObjectTagging the request's tags are the body's TagSet (list_amazons3.html: the
+    # keys apply to PutObjectTagging): a policy on them judges what the body sets.
+    b = legacy.new_bucket()
+    legacy.owner.put_object(Bucket=b, Key="k", Body=b"k")
+    only_public = {"StringEquals": {"s3:RequestObjectTag/security": "public"}}
+    no_owner = {"ForAnyValue:StringEquals": {"s3:RequestObjectTagKeys": ["owner"]}}
+    statements = [
+        allow(b, "s3:PutObjectTagging", Condition=only_public),
+        {**allow(b, "s3:PutObjectTagging"), "Effect": "Deny", "Condition": no_owner},
+    ]
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, *statements))
+
+    def tag(**pairs):
+        return legacy.alt.put_object_tagging(
+            Bucket=b,
+            Key="k",
+            Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in pairs.items()]},
+        )
+
+    assert error(tag, security="private") == ("AccessDenied", 403)
+    assert error(tag, security="public", owner="me") == ("AccessDenied", 403)
+    tag(security="public", team="x")
+    tags = legacy.owner.get_object_tagging(Bucket=b, Key="k")["TagSet"]
+    assert {t["Key"]: t["Value"] for t in tags} == {"security": "public", "team": "x"}

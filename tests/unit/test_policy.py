@@ -310,6 +310,12 @@ FIXED_VPC = {"aws:SourceVpc": "vpc-91237329"}
         ({"IpAddress": {"aws:SourceIp": "0.0.0.0/0"}}, True),
         ({"IpAddress": {"aws:SourceIp": "::/0"}}, True),
         ({"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "0.0.0.0/0"]}}, True),
+        # Every address as a union of smaller networks (security review 4, M2).
+        ({"IpAddress": {"aws:SourceIp": ["0.0.0.0/1", "128.0.0.0/1"]}}, True),
+        ({"IpAddress": {"aws:SourceIp": ["128.0.0.0/1", "10.0.0.0/8", "0.0.0.0/1"]}}, True),
+        ({"IpAddress": {"aws:SourceIp": ["::/1", "8000::/1"]}}, True),
+        ({"IpAddress": {"aws:SourceIp": ["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2"]}}, False),
+        ({"IpAddress": {"aws:SourceIp": ["0.0.0.0/1", "8000::/1"]}}, False),
         # The key may be absent, or anything but the value lets a caller through.
         ({"StringEqualsIfExists": FIXED_VPC}, True),
         ({"IpAddressIfExists": {"aws:SourceIp": "10.0.0.0/8"}}, True),
