@@ -538,6 +538,7 @@ _ANY = wildcard("*")
 
 
 _NAME = re.compile(r"[A-Za-z0-9*?]+")
+_SERVICE = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
 def _actions(value: object, kind: Kind) -> tuple[Wildcard, ...]:
@@ -554,7 +555,9 @@ def _actions(value: object, kind: Kind) -> tuple[Wildcard, ...]:
                 raise malformed("Policy has invalid action")
             if "*" not in name and "?" not in name and ("s3:" + name).lower() not in _ACTIONS_LOWER:
                 raise malformed("Policy has invalid action")
-        elif not sep or not name or not _NAME.fullmatch(name) or not service.isalnum():
+        elif not sep or not name or not _NAME.fullmatch(name) or not _SERVICE.fullmatch(service):
+            # Any service's action, as IAM's grammar allows (`s3-object-lambda:Get*` in
+            # AmazonS3ReadOnlyAccess): one this gateway does not serve matches no request.
             raise malformed(f"Actions/Conditions must be prefaced by a vendor: {action}")
         out.append(wildcard(f"{service}:{name}", ignore_case=True))
     return tuple(out)

@@ -293,3 +293,40 @@ def test_cross_account_assume_role_needs_both_sides(server: GatewayProcess) -> N
         {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": role_arn}))  # fmt: skip
     assumed = sts.assume_role(RoleArn=role_arn, RoleSessionName="xx")["AssumedRoleUser"]
     assert f":{OWNER_ID}:assumed-role/{role}/xx" in assumed["Arn"]
+
+
+@pytest.mark.parametrize(
+    ("managed", "allowed", "refused"),
+    [
+        ("AmazonS3FullAccess", "put", "iam"),
+        ("AmazonS3ReadOnlyAccess", "get", "put"),
+        ("IAMFullAccess", "iam-write", "get"),
+        ("IAMReadOnlyAccess", "iam", "iam-write"),
+    ],
+)
+def test_aws_managed_policies_are_used_not_only_read(
+    server: GatewayProcess, managed: str, allowed: str, refused: str
+) -> None:
+    """Each AWS managed policy the gateway offers, attached and used: a request it allows
+    works and one it does not is AccessDenied (AmazonS3ReadOnlyAccess names
+    `s3-object-lambda:Get*`, which once made every request of its user MalformedPolicy)."""
+    owner, owner_s3 = _client(server, "iam", OWNER), _client(server, "s3", OWNER)
+    bucket = f"managed-{next(_names)}"
+    owner_s3.create_bucket(Bucket=bucket)
+    owner_s3.put_object(Bucket=bucket, Key="k", Body=b"managed")
+    name = f"m{next(_names)}"
+    owner.create_user(UserName=name)
+    owner.attach_user_policy(UserName=name, PolicyArn=f"arn:aws:iam::aws:policy/{managed}")
+    key = owner.create_access_key(UserName=name)["AccessKey"]
+    creds = (key["AccessKeyId"], key["SecretAccessKey"])
+    s3, iam = _client(server, "s3", creds), _client(server, "iam", creds)
+    requests = {
+        "put": lambda: s3.put_object(Bucket=bucket, Key="new", Body=b"x"),
+        "get": lambda: s3.get_object(Bucket=bucket, Key="k")["Body"].read(),
+        "iam": lambda: iam.list_users(),
+        "iam-write": lambda: iam.create_user(UserName=f"made{next(_names)}"),
+    }
+    requests[allowed]()
+    with pytest.raises(ClientError) as denied:
+        requests[refused]()
+    assert denied.value.response["Error"]["Code"] == "AccessDenied"
