@@ -15,12 +15,12 @@ import atexit
 import json
 import logging
 import os
-import re
 import select
 import sys
 import threading
 import time
 from typing import Any, TextIO
+from urllib.parse import unquote_plus
 
 ACCESS_LOGGER = "gateway.access"
 access_logger = logging.getLogger(ACCESS_LOGGER)
@@ -173,16 +173,22 @@ def configure(level: str, fmt: str) -> None:
 # A presigned URL's query holds its signature (SigV4's X-Amz-Signature, SigV2's Signature) and
 # a temporary credential's token: whoever reads the log could replay the URL until it expires.
 # The request line keeps every other parameter (X-Amz-Credential names the key, not its secret).
-_SECRET_QUERY = re.compile(
-    r"([?&](?:X-Amz-Signature|Signature|X-Amz-Security-Token)=)[^&#]*", re.IGNORECASE
-)
+# Names are compared decoded, as authentication reads them: `X-Amz-Signatur%65=` is the
+# signature too.
+_SECRET_NAMES = frozenset(("x-amz-signature", "signature", "x-amz-security-token"))
 
 
 def masked_target(target: str) -> str:
     """A request target (path and query) as logged: the signature's value is `***`."""
-    if "?" not in target:
+    path, sep, query = target.partition("?")
+    if not sep:
         return target
-    return _SECRET_QUERY.sub(r"\1***", target)
+    fields = query.split("&")
+    for i, field in enumerate(fields):
+        name, eq, _ = field.partition("=")
+        if eq and unquote_plus(name).lower() in _SECRET_NAMES:
+            fields[i] = f"{name}=***"
+    return f"{path}?{'&'.join(fields)}"
 
 
 def access_enabled() -> bool:

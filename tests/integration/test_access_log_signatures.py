@@ -6,6 +6,7 @@ URL expires."""
 from __future__ import annotations
 
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -62,3 +63,34 @@ def test_a_presigned_get_is_logged_with_its_signature_masked(server, version, pa
     for parameter_kept in kept:
         assert parameter_kept in line, line
     assert " GET " in line and " 200 " in line, line
+
+
+@pytest.mark.parametrize(
+    ("parameter", "encoded", "status"),
+    [
+        # Decoded, the name is X-Amz-Signature: the URL is served, as AWS decodes it.
+        ("X-Amz-Signature", "X-Amz-Signatur%65", 200),
+        # Names are case-sensitive: without X-Amz-Signature the query is no SigV4 proof.
+        ("X-Amz-Signature", "x-amz-%53ignature", 400),
+    ],
+)
+def test_a_percent_encoded_parameter_name_is_masked_too(server, parameter, encoded, status):
+    """Authentication reads a parameter's name decoded: the log masks it decoded as well (a
+    URL sent with `X-Amz-Signatur%65=` was served and logged with its signature)."""
+    s3 = server.client()
+    s3.create_bucket(Bucket="encoded")
+    s3.put_object(Bucket="encoded", Key="k.txt", Body=b"secret")
+    url = server.client(signature_version="s3v4").generate_presigned_url(
+        "get_object", Params={"Bucket": "encoded", "Key": "k.txt"}, ExpiresIn=600
+    )
+    (signature,) = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)[parameter]
+    sent = url.replace(f"{parameter}=", f"{encoded}=")
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as reply:
+            answered = reply.status
+    except urllib.error.HTTPError as refused:
+        answered = refused.code
+    assert answered == status
+    line = _access_line(server, "/encoded/k.txt?")
+    assert f"{encoded}=***" in line, line
+    assert signature not in "".join(server.log)
