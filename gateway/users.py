@@ -84,6 +84,7 @@ def _user(
 # Letters, digits and a few marks: a key with "/", ",", "=", ":" or a space could not be parsed
 # back out of a SigV4 Credential or a SigV2 Authorization header (AWS's own are [A-Z0-9]).
 _ACCESS_KEY = re.compile(r"[A-Za-z0-9._~+-]+")
+_CANONICAL_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _USER_FIELDS = {"access_key", "secret_key", "display_name", "canonical_id", "email"}
 # AWS lets no one choose a secret key (it makes 40 characters); MinIO, which does, asks for
 # at least 8, and so do we, of the users file and of S3GW_SECRET_KEY alike.
@@ -144,6 +145,16 @@ def read_users_file(path: Path) -> list[User]:
         if access in seen:
             raise StartError(f"{where}: access key {access} is defined twice")
         seen.add(access)
+        canonical_id = entry.get("canonical_id", "")
+        if canonical_id != "" and (
+            not isinstance(canonical_id, str) or not _CANONICAL_ID.fullmatch(canonical_id)
+        ):
+            # It is the account's name in ARNs, policies' principals and ACL grants: `*`
+            # would read as "everyone" there, and a space or `:` would split them.
+            raise StartError(
+                f"{where}: user {i}'s canonical_id {canonical_id!r} must be 1 to 128 letters, "
+                "digits, . _ or -"
+            )
         email = entry.get("email", "")
         if not isinstance(email, str):
             raise StartError(f"{where}: user {i} has an email that is not a string")
@@ -155,7 +166,7 @@ def read_users_file(path: Path) -> list[User]:
                 access,
                 secret,
                 str(entry.get("display_name", access)),
-                str(entry.get("canonical_id", "")),
+                canonical_id,
                 email,
             )
         )

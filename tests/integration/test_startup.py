@@ -94,6 +94,13 @@ USERS_FILES = {
     ),
     "not-toml": "[[user]\naccess_key = AK1\n",
     "no-secret": '[[user]]\naccess_key = "AK1"\n',
+    # A canonical id is an account's name in ARNs, principals and grants: a plain token.
+    "star-canonical-id": '[[user]]\naccess_key = "AK1"\nsecret_key = "secret-1"\n'
+    'canonical_id = "*"\n',
+    "spaced-canonical-id": '[[user]]\naccess_key = "AK1"\nsecret_key = "secret-1"\n'
+    'canonical_id = "a b"\n',
+    "colon-canonical-id": '[[user]]\naccess_key = "AK1"\nsecret_key = "secret-1"\n'
+    'canonical_id = "a:root"\n',
 }
 
 # (case, arguments, environment, words the line must hold)
