@@ -12,7 +12,8 @@ Each bucket is worked on by one process at a time, whatever number of worker pro
 nodes share the catalog: the one holding the bucket's lease (Store.take_lease). The lease is
 renewed only while its holder works (at each run, and between pages of a long one), and
 given back on a clean stop (`release_leases`), so that a restarted gateway's new processes
-take the buckets at once; a holder that dies leaves its leases to lapse (LEASE_SECONDS).
+take the buckets at once; a holder that dies leaves its leases to lapse (LEASE_SECONDS, half
+a minute).
 Work goes in pages of listings with a pause between them, so requests are never held up for
 long; a deletion happens only if the version is still the one judged (Store.expire). A run
 that stops (a crash, a restart) leaves nothing half done: the next run starts over.
@@ -39,8 +40,9 @@ from ..store.model import ListEntry
 log = logging.getLogger(__name__)
 
 PAGE = 1000
-# Longer than a page of work takes: a holder renews it between pages once a third has gone.
-LEASE_SECONDS = 600.0
+# Short, so that the buckets of a holder that died (SIGKILL, a lost node) are taken up within
+# half a minute; a holder renews it while it works, at each object once a third has gone.
+LEASE_SECONDS = 30.0
 
 
 class _LeaseLost(Exception):
@@ -137,6 +139,7 @@ class LifecycleWorker:
 
     async def _takes(self, bucket: str, rule: Rule, entry: ListEntry) -> bool:
         """The filter's tags need the object's own (a listing does not carry them)."""
+        await self._keep(bucket)
         if not rule.tags:
             return rule.applies(entry.key, entry.size, ())
         try:

@@ -318,3 +318,28 @@ def test_a_restart_takes_the_buckets_at_once(tmp_path: Path, catalog: str | None
         eventually(lambda: keys(s3, name) == [], seconds=30)
     finally:
         server.stop()
+
+
+def test_a_killed_holders_buckets_are_taken_up(tmp_path: Path, catalog: str | None):
+    # A holder that dies (SIGKILL: nothing given back) leaves its leases to lapse: half a
+    # minute (LEASE_SECONDS), not the ten minutes that left expiry stopped after a crash.
+    options = ["--lifecycle-day", "1", "--workers", "1"]
+    server = GatewayProcess(tmp_path / "data", None, *options, catalog=catalog).start()
+    try:
+        s3 = server.client()
+        name = new_bucket(s3)
+        rules = [rule(ID="all", Expiration={"Days": 1})]
+        s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
+        s3.put_object(Bucket=name, Key="before", Body=b"b")
+        eventually(lambda: keys(s3, name) == [], seconds=30)  # the worker holds the lease
+    finally:
+        server.kill()
+    server = GatewayProcess(tmp_path / "data", None, *options, catalog=catalog).start()
+    try:
+        s3 = server.client()
+        for i in range(30):
+            s3.put_object(Bucket=name, Key=f"after-{i}", Body=b"a")
+        # The lease's half minute, with as much again for the run that follows it.
+        eventually(lambda: keys(s3, name) == [], seconds=90)
+    finally:
+        server.stop()
