@@ -160,7 +160,14 @@ async def buckets_page(request: web.Request) -> web.Response:
     listed = decide_account(user, "s3:ListAllMyBuckets", "arn:aws:s3:::*")
     buckets = await _console(request).store.list_buckets(user.canonical_id) if listed else []
     token = _csrf(request)
-    tallies = [await _tally(request, b.name, 1) for b in buckets]
+    # A bucket's count is a listing of it: shown only where the user may list it, as the S3
+    # ListObjectsV2 would be judged (an explicit Deny of s3:ListBucket hides it).
+    tallies = [
+        await _tally(request, b.name, 1)
+        if _may(request, Op.ListObjectsV2, b)
+        else "not listed: your policies do not allow s3:ListBucket"
+        for b in buckets
+    ]
     rows = "".join(
         f'<tr><td><a href="{url("/bucket", name=b.name)}">{h(b.name)}</a></td>'
         f"<td>{h(tally)}</td>"

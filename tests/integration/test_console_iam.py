@@ -265,6 +265,18 @@ def test_an_iam_user_signs_in_with_its_key_and_is_held_to_its_policies(console):
     )
     owner_iam.put_user_policy(UserName=user, PolicyName="admin", PolicyDocument=allow)
     assert bucket in operator.get("/buckets")[1]
+    # A bucket's count and size are a listing of it: not shown without s3:ListBucket, and
+    # never past an explicit Deny of it (the same judgement as ListObjectsV2).
+    owner_s3.put_object(Bucket=bucket, Key="counted", Body=b"12345")
+    owner_s3.put_bucket_policy(Bucket=bucket, Policy=policy(
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ALICE_ID}:user/{user}"},
+         "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"}))  # fmt: skip
+    assert "1 object · 5 B" in operator.get("/buckets")[1]
+    owner_iam.put_user_policy(UserName=user, PolicyName="nolist", PolicyDocument=policy(
+        {"Effect": "Deny", "Action": "s3:ListBucket", "Resource": "*"}))  # fmt: skip
+    page = operator.get("/buckets")[1]
+    assert bucket in page and "1 object" not in page and "5 B" not in page
+    owner_iam.delete_user_policy(UserName=user, PolicyName="nolist")
     status, page = operator.act("/iam/users", user=wanted)
     assert status == 200 and f"IAM user {wanted}" in page, page
     assert wanted in operator.get("/iam/users")[1]
