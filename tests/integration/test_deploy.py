@@ -223,8 +223,8 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 
 
 class Container:
-    """The image's command as a local process: the address and the data folder are the only
-    changes (127.0.0.1 on a free port, a temporary folder)."""
+    """The image's command as a local process: the addresses and the data folder are the only
+    changes (127.0.0.1 on free ports, a temporary folder)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], data: Path) -> None:
         assert _flag_value(argv, "--address") is None and _flag_value(argv, "--data") is None, (
@@ -237,6 +237,8 @@ class Container:
             "S3GW_ADDRESS": "127.0.0.1:0",
             "S3GW_DATA": str(data),
         }
+        if self.env.get("S3GW_CONSOLE_ADDRESS"):  # on, as the compose file has it
+            self.env["S3GW_CONSOLE_ADDRESS"] = "127.0.0.1:0"
         self.data = data
         self.url = ""
         self.log: list[str] = []
@@ -432,7 +434,7 @@ def test_image_and_compose_file_agree():
     assert any(str(p).split(":")[-1] == port for p in service["ports"]), service["ports"]
     # Published on loopback unless .env says otherwise: plain HTTP stays on this machine.
     published = [interpolate(str(p), {}) for p in service["ports"]]
-    console = service["environment"]["S3GW_CONSOLE_ADDRESS"].rpartition(":")[2]
+    console = interpolate(service["environment"]["S3GW_CONSOLE_ADDRESS"], {}).rpartition(":")[2]
     assert published == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{console}:{console}"]
     # A named volume (declared at the top level) at the data folder: `down` keeps it.
     named = yaml.safe_load(COMPOSE.read_text()).get("volumes") or {}
@@ -509,6 +511,10 @@ def test_env_example_documents_compose_variables_with_the_gateways_defaults():
         if not name.startswith("S3GW_") or name in COMPOSE_ONLY:
             continue
         flag = name.removeprefix("S3GW_").lower().replace("_", "-")
+        if flag == "console-address":
+            # The compose file turns the console on (the gateway's default is none).
+            assert default == "0.0.0.0:9001", name
+            continue
         if flag == "tls-self-signed":
             assert default in ("", "0"), name
             continue
@@ -542,11 +548,16 @@ def test_the_gateways_grace_period_ends_before_dockers_sigkill():
 
 def test_the_console_port_is_published_where_its_setting_says():
     service = read_compose()
-    console = service["environment"]["S3GW_CONSOLE_ADDRESS"].rpartition(":")[2]
+    setting = service["environment"]["S3GW_CONSOLE_ADDRESS"]
+    console = interpolate(setting, {}).rpartition(":")[2]
     published = [
         interpolate(str(p), {"S3GW_CONSOLE_PUBLISH": "0.0.0.0:9101"}) for p in service["ports"]
     ]
     assert f"0.0.0.0:9101:{console}" in published, published
+    # .env's S3GW_CONSOLE_ADDRESS reaches the container (it was fixed at 0.0.0.0:9001), and
+    # empty turns the console off.
+    assert interpolate(setting, {"S3GW_CONSOLE_ADDRESS": "127.0.0.1:9001"}) == "127.0.0.1:9001"
+    assert interpolate(setting, {"S3GW_CONSOLE_ADDRESS": ""}) == ""
 
 
 # --- the cluster file and its load balancer --------------------------------------------------
@@ -612,3 +623,16 @@ def test_haproxy_logs_no_query_string():
     fields = set(re.findall(r"%(?:\{[^}]*\})?(\w+)", log_format))
     assert "HP" in fields and "HM" in fields
     assert not fields & {"r", "HU", "HQ"}, fields
+
+
+def test_haproxy_tries_another_node_soon_when_one_is_gone():
+    # A killed node answers no connection: HAProxy gives up on it within a second and sends
+    # the request to another node (one GET took 5.01 s behind a 5 s connect timeout).
+    lines = _haproxy_lines()
+    (connect,) = [line for line in lines if line.startswith("timeout connect")]
+    assert _duration(connect.split()[-1]) <= 1.0, connect
+    assert any(line.split()[:2] == ["option", "redispatch"] for line in lines)
+    (retries,) = [line for line in lines if line.startswith("retries")]
+    assert int(retries.split()[1]) >= 2
+    (retry_on,) = [line for line in lines if line.startswith("retry-on")]
+    assert "conn-failure" in retry_on.split()
