@@ -30,6 +30,16 @@ MAX_POLICY_VERSIONS = 5
 # Inline policies' aggregate size per identity, in characters without white space.
 INLINE_BYTES = {"user": 2048, "group": 5120, "role": 10240}
 MANAGED_BYTES = 6144
+TRUST_BYTES = 2048  # a role's trust policy, in characters without white space
+MAX_DESCRIPTION = 1000  # a role's or a managed policy's description
+# Entities per account: an account's identities are bounded, and so is what a change of them
+# reads and writes.
+MAX_ENTITIES = {
+    "users": ("UsersPerAccount", 5000),
+    "groups": ("GroupsPerAccount", 300),
+    "roles": ("RolesPerAccount", 1000),
+    "policies": ("PoliciesPerAccount", 1500),
+}
 DEFAULT_SESSION = 3600
 MAX_SESSION_LIMIT = 43200
 
@@ -107,6 +117,25 @@ def check_policy(text: str | None, field: str, kind: policy.Kind) -> str:
 
 def _squeezed(text: str) -> int:
     return len(re.sub(r"\s", "", text))
+
+
+def check_trust(text: str | None) -> str:
+    """A role's trust policy: a policy of its kind, within IAM's 2,048 characters."""
+    text = check_policy(text, "assumeRolePolicyDocument", policy.Kind.TRUST)
+    if _squeezed(text) > TRUST_BYTES:
+        raise IamError(
+            "LimitExceeded", f"Cannot exceed quota for ACLSizePerRole: {TRUST_BYTES}", 409
+        )
+    return text
+
+
+def check_description(value: str | None) -> str:
+    if value is not None and len(value) > MAX_DESCRIPTION:
+        raise _validation(
+            "1 validation error detected: Value at 'description' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {MAX_DESCRIPTION}"
+        )
+    return value or ""
 
 
 # AWS managed policies a user may attach (the S3 and IAM ones; others name no action here).
@@ -251,6 +280,9 @@ class Account:
 
     def _create(self, part: str, kind: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
         self._free(part, kind, name)
+        quota, limit = MAX_ENTITIES[part]
+        if len(self.doc[part]) >= limit:
+            raise IamError("LimitExceeded", f"Cannot exceed quota for {quota}: {limit}", 409)
         self.doc[part][name.lower()] = entry
         return entry
 
@@ -293,10 +325,11 @@ class Account:
         description: str | None,
     ) -> dict[str, Any]:  # fmt: skip
         name = check_name(name, "roleName", 64)
-        trust = check_policy(trust, "assumeRolePolicyDocument", policy.Kind.TRUST)
+        trust = check_trust(trust)
         entry = {"name": name, "path": check_path(path), "id": new_id("AROA"),
                  "created": time.time(), "trust": trust,
-                 "max_session": session_limit(max_session), "description": description or "",
+                 "max_session": session_limit(max_session),
+                 "description": check_description(description),
                  "policies": {}, "attached": []}  # fmt: skip
         return self._create("roles", "role", name, entry)
 
@@ -310,7 +343,8 @@ class Account:
                 "LimitExceeded", f"Cannot exceed quota for PolicySize: {MANAGED_BYTES}", 409
             )
         entry = {"name": name, "path": check_path(path), "id": new_id("ANPA"),
-                 "created": time.time(), "updated": time.time(), "description": description or "",
+                 "created": time.time(), "updated": time.time(),
+                 "description": check_description(description),
                  "versions": {"v1": text}, "default": "v1", "next": 2}  # fmt: skip
         return self._create("policies", "policy", name, entry)
 

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
-from ..s3 import policy
 from ..store import crypto
 from . import account as model
 from . import policies
@@ -385,7 +384,7 @@ async def update_role(call: Call) -> dict[str, Any]:
     def run(acc: Account) -> None:
         role = acc.role(call.get("RoleName"))
         if call.get("Description") is not None:
-            role["description"] = call.get("Description")
+            role["description"] = model.check_description(call.get("Description"))
         if call.get("MaxSessionDuration") is not None:
             role["max_session"] = model.session_limit(call.get("MaxSessionDuration"))
 
@@ -396,9 +395,7 @@ async def update_role(call: Call) -> dict[str, Any]:
 async def update_assume_role_policy(call: Call) -> None:
     def run(acc: Account) -> None:
         role = acc.role(call.get("RoleName"))
-        role["trust"] = model.check_policy(
-            call.get("PolicyDocument"), "policyDocument", policy.Kind.TRUST
-        )
+        role["trust"] = model.check_trust(call.get("PolicyDocument"))
 
     await call.change(run)
 
