@@ -182,6 +182,8 @@ def initialise(path: Path) -> None:
             # here, not left to close(), so that the message is true when it is read.
             if conn.in_transaction:
                 conn.rollback()
+            if version == SCHEMA_VERSION:
+                raise  # nothing to migrate: the error says it all
             raise sqlite3.DatabaseError(migration_failed(version, exc)) from exc
     finally:
         conn.close()
