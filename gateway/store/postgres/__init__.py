@@ -56,7 +56,7 @@ from ..api import CatalogAudit, CatalogReader, CatalogTx
 from .pool import ConnectionPool, PoolClosed, PoolTimeout
 from .queries import Conflict, PostgresAudit, PostgresTx
 from .reads import ConnReader, PooledReader, Row
-from .schema import SchemaTooNew, initialise
+from .schema import MigrationFailed, SchemaTooNew, initialise
 
 __all__ = ["PostgresCatalog"]
 
@@ -138,7 +138,7 @@ class PostgresCatalog:
         self._closed = False
         try:
             self.blocking(initialise)
-        except (psycopg.Error, SchemaTooNew) as exc:
+        except (psycopg.Error, SchemaTooNew, MigrationFailed) as exc:
             message = f"cannot open the catalog {self.where}: {_one_line(exc)}"
             raise errors.StoreError(message) from exc
         self.reader: CatalogReader = PooledReader(self)

@@ -161,6 +161,10 @@ class SchemaTooNew(psycopg.DatabaseError):
     """The database was migrated by a newer gateway."""
 
 
+class MigrationFailed(psycopg.DatabaseError):
+    """A migration step failed: its transaction is rolled back, the schema is as it was."""
+
+
 def initialise(conn: psycopg.Connection) -> None:
     """Create or migrate the schema over `conn` (autocommit)."""
     for attempt in range(10):
@@ -184,7 +188,23 @@ def _migrate(conn: psycopg.Connection) -> None:
         return
     for step in range(version + 1, SCHEMA_VERSION + 1):
         for statement in MIGRATIONS[step]:
-            conn.execute(statement)
+            try:
+                conn.execute(statement)
+            except _RACES:
+                raise  # another node migrating at the same time: tried again
+            except psycopg.Error as exc:
+                # Raised inside initialise's transaction, which rolls every step back: the
+                # steps before this one too, and the version row.
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                if version == 0:
+                    raise MigrationFailed(
+                        f"creating the schema failed ({reason}): nothing was written"
+                    ) from exc
+                raise MigrationFailed(
+                    f"migrating the schema from {version} to {SCHEMA_VERSION} failed at step "
+                    f"{step} ({reason}): rolled back, the catalog is still at schema {version} "
+                    "and unchanged"
+                ) from exc
     if row is None:
         conn.execute("INSERT INTO schema_version (one, version) VALUES (1, %s)", (SCHEMA_VERSION,))
     else:

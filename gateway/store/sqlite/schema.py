@@ -130,6 +130,17 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def migration_failed(version: int, exc: BaseException) -> str:
+    """The one line that says a migration failed and nothing of it was kept."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    if version == 0:
+        return f"creating the schema failed ({reason}): nothing was written"
+    return (
+        f"migrating the schema from {version} to {SCHEMA_VERSION} failed ({reason}): "
+        f"rolled back, the catalog is still at schema {version} and unchanged"
+    )
+
+
 def initialise(path: Path) -> None:
     conn = connect(path)
     try:
@@ -161,9 +172,18 @@ def initialise(path: Path) -> None:
         # SCHEMA, empty until the next start claims one.
         # 8: IAM's identities and access keys, tables of their own made by SCHEMA (empty).
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
-        conn.executescript(
-            f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
-            f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-        )
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
+                f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+            )
+        except sqlite3.Error as exc:
+            # executescript stops at the failing statement with the transaction open: undone
+            # here, not left to close(), so that the message is true when it is read.
+            if conn.in_transaction:
+                conn.rollback()
+            if version == SCHEMA_VERSION:
+                raise  # nothing to migrate: the error says it all
+            raise sqlite3.DatabaseError(migration_failed(version, exc)) from exc
     finally:
         conn.close()
