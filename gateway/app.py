@@ -84,9 +84,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
-    principals = Principals(
-        users, store, keys.master if keys is not None else None, settings.iam_cache_seconds
-    )
+    principals = Principals(users, store, keys, settings.iam_cache_seconds)
     services = Services(store, principals)
     handler = s3_handler(
         store, settings, principals, delivery.take, principals, (is_service_request, services)

@@ -465,6 +465,9 @@ async def _serve_one(
         else:
             app = build_app(settings, worker=True)
             await app[STORE].check_folder()
+        # IAM secrets of an older folder moved under the keyring's IAM key, so that a
+        # rotation of the master key keeps them (once: the workers after the first find none).
+        await app[PRINCIPALS].reseal()
     runner, inflight = await _start(settings, app, listeners, context)
     signals = _Signals()
     _print_banner(banner)

@@ -11,14 +11,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
-from ..store import crypto
 from . import account as model
 from . import policies
 from .account import Account, IamError
 from .call import MAX_TAGS, Call, Entries, iso_time, members, page, tags_of, under
-
-SECRET_LABEL = "iam"
-
 
 # -- shapes --------------------------------------------------------------------------------
 
@@ -157,7 +153,7 @@ async def create_access_key(call: Call) -> dict[str, Any]:
         secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16)
     )
     secret = model.new_secret()
-    sealed = crypto.seal_secret(call.master, SECRET_LABEL, secret.encode())
+    sealed = call.store.keys.seal_iam_secret(secret.encode())
 
     def run(acc: Account) -> dict[str, Any]:
         user = _key_owner(call, acc)

@@ -130,8 +130,7 @@ async def perform(
         raise IamError(
             "AccessDenied", "Cannot call IAM operations with session credentials without MFA", 403
         )
-    master = store.keys.master if store.keys is not None else b""
-    call = Call(user, params, store, principals, master)
+    call = Call(user, params, store, principals, principals.master or b"")
     if action_name not in sts.ALWAYS:
         # The entities' stored names (a name in another case is the same entity).
         acc = await call.read() if service == "iam" and user.identity is not None else None

@@ -12,8 +12,6 @@ from . import account as model
 from .account import Account, IamError
 from .call import Call, iso_time, page, under
 
-SECRET_LABEL = "iam"
-
 
 def _policy_shape(acc: Account, entry: dict[str, Any]) -> dict[str, Any]:
     return {

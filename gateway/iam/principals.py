@@ -23,6 +23,7 @@ from typing import Any
 from ..s3 import policy
 from ..s3.errors import S3Error
 from ..store import Store, crypto
+from ..store.identities import IdentityChange
 from ..users import Identity, User
 from .account import Account
 
@@ -95,7 +96,7 @@ class Principals(Mapping[str, User]):
         self,
         roots: Mapping[str, User],
         store: Store | None,
-        master: bytes | None,
+        keys: crypto.Keyring | None,
         ttl: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -103,7 +104,8 @@ class Principals(Mapping[str, User]):
         self.roots = roots
         self.by_account = {u.canonical_id: u for u in roots.values()}
         self._store = store
-        self.master = master
+        self.keys = keys
+        self._refreshed = float("-inf")  # when the master key was last looked at
         self._ttl = ttl
         self._clock = clock
         self._wall = wall
@@ -133,6 +135,41 @@ class Principals(Mapping[str, User]):
         once."""
         self._cache.clear()
         self._documents.clear()
+
+    @property
+    def master(self) -> bytes | None:
+        """The master key session tokens are sealed and opened under: looked at again at most
+        once per bound, so that after `s3gw keys rotate` (on any node sharing the folder)
+        every worker refuses the tokens sealed under the retired key within it."""
+        if self.keys is None:
+            return None
+        if self._clock() >= self._refreshed + self._ttl:
+            self._refreshed = self._clock()
+            self.keys.refresh()
+        return self.keys.master
+
+    async def reseal(self) -> None:
+        """Each account's IAM secret keys sealed under the master key (before the keyring's
+        `iam` key) sealed under that key instead, once, so that a rotation of the master
+        leaves them readable. Every worker may run it at start: the change is made once."""
+        if self._store is None or self.keys is None:
+            return
+        keys = self.keys
+
+        def run(text: str | None) -> IdentityChange[None]:
+            acc = Account.load("", text)
+            changed = False
+            for user in [acc.doc["root"], *acc.doc["users"].values()]:
+                for key in user["keys"].values():
+                    resealed = keys.reseal_iam_secret(key["secret"])
+                    if resealed is not None:
+                        key["secret"], changed = resealed, True
+            return IdentityChange(None, acc.dump() if changed else None)
+
+        for account in self.by_account:
+            text = await self._store.get_identities(account)
+            if text is not None and '"secret":"iam:' in text:
+                await self._store.change_identities(account, run)
 
     # -- finding --
 
@@ -177,7 +214,7 @@ class Principals(Mapping[str, User]):
         return document
 
     async def _key_user(self, access_key: str) -> User | None:
-        if self._store is None or self.master is None:
+        if self._store is None or self.keys is None:
             return None
         account_id = await self._store.account_of_key(access_key)
         root = self.by_account.get(account_id or "")
@@ -189,7 +226,7 @@ class Principals(Mapping[str, User]):
         user = account.user_of_key(access_key)
         if user is None or user["keys"][access_key]["status"] != "Active":
             return None
-        secret = crypto.open_secret(self.master, user["keys"][access_key]["secret"]).decode()
+        secret = self.keys.open_iam_secret(user["keys"][access_key]["secret"]).decode()
         identity = None if account.is_root(user) else user_identity(account, user)
         return User(access_key, secret, root.display_name, root.canonical_id, identity)
 

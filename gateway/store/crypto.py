@@ -443,12 +443,21 @@ class DisabledKmsKey(Exception):
 AWS_S3_ALIAS = "alias/aws/s3"
 
 
+# IAM's secret keys in the catalog: sealed under the Keyring's `iam` key (which a rotation of
+# the master re-wraps, so they outlive it) with this label; `iam` alone names one sealed
+# under the master itself, as before that key existed (Keyring.open_iam_secret).
+IAM_SECRET = "iam-key"
+_LEGACY_IAM_SECRET = "iam"
+
+
 class Keyring:
     """The gateway's own keys: the master key (DATA/master.key), and, wrapped by it in
-    DATA/keys.json, the SSE-S3 key-encryption keys and the local KMS keys' material.
+    DATA/keys.json, the SSE-S3 key-encryption keys, the local KMS keys' material and the key
+    of IAM's secret keys.
 
     Rotating the master key re-wraps the few keys of keys.json: no sealed data key in the
-    catalog and no blob changes.
+    catalog and no blob changes. What is sealed under the master itself (session tokens) is
+    refused once a running gateway sees the rotation (`refresh`).
     """
 
     def __init__(
@@ -457,8 +466,12 @@ class Keyring:
         s3: Sequence[tuple[str, bytes]],
         kms: Mapping[str, bytes],
         aws_s3: str,
+        iam: bytes | None = None,
     ) -> None:
         self.master = master
+        self.iam = iam if iam is not None else secrets.token_bytes(KEY_BYTES)
+        self.root: Path | None = None  # the data folder, once loaded from one
+        self._seen: tuple[int, int] | None = None  # keys.json's (inode, mtime) last read
         self.aws_s3 = aws_s3  # the id of the default KMS key (alias/aws/s3)
         self.s3 = dict(s3)
         self.s3_current = s3[0][0]
@@ -493,6 +506,8 @@ class Keyring:
             ring.aliases[k.arn] = k.id
         ring.aliases[AWS_S3_ALIAS] = default.id
         ring.aliases[_arn(region, AWS_S3_ALIAS)] = default.id
+        ring.root = root
+        ring.refresh()  # notes keys.json as read
         return ring
 
     def save(self, root: Path) -> None:
@@ -503,6 +518,7 @@ class Keyring:
             "aws_s3": self.aws_s3,
             "s3": [[i, _wrap(self.master, "keyring", k)] for i, k in self.s3.items()],
             "kms": {i: _wrap(self.master, "keyring", k) for i, k in self.kms_material.items()},
+            "iam": _wrap(self.master, "keyring", self.iam),
         }
         _write_secret(root / "master.key.new", base64.b64encode(self.master) + b"\n")
         _write_secret(root / "keys.json", json.dumps(doc, indent=1).encode())
@@ -512,6 +528,48 @@ class Keyring:
         """A new master key; keys.json re-wrapped under it (see `rotate_master`)."""
         self.master = secrets.token_bytes(KEY_BYTES)
         self.save(root)
+
+    def refresh(self) -> None:
+        """Take up a master key rotated meanwhile (`s3gw keys rotate`, by any node sharing
+        the folder): what was sealed under the retired one (session tokens) is refused from
+        now on. keys.json is read again only when it changed; the keys it wraps do not change
+        with a rotation, so only the master is replaced."""
+        if self.root is None:
+            return
+        try:
+            st = os.stat(self.root / "keys.json")
+        except OSError:
+            return
+        seen = (st.st_ino, st.st_mtime_ns)
+        if seen == self._seen:
+            return
+        self._seen = seen
+        try:
+            wanted = json.loads((self.root / "keys.json").read_bytes())["master"]
+            if wanted == _master_id(self.master):
+                return
+            for candidate in ("master.key", "master.key.new"):
+                value = _read_master(self.root / candidate)
+                if value is not None and _master_id(value) == wanted:
+                    self.master = value
+                    return
+        except (OSError, ValueError, KeyError):
+            self._seen = None  # a rotation half done: read again next time
+
+    def seal_iam_secret(self, secret: bytes) -> str:
+        return _wrap(self.iam, IAM_SECRET, secret)
+
+    def open_iam_secret(self, sealed: str) -> bytes:
+        """An IAM secret key; one sealed under the master (before the `iam` key) too."""
+        legacy = label_of(sealed) == _LEGACY_IAM_SECRET
+        return open_secret(self.master if legacy else self.iam, sealed)
+
+    def reseal_iam_secret(self, sealed: str) -> str | None:
+        """One sealed under the master, sealed under the `iam` key instead (None: it is
+        already), so that a rotation of the master leaves it readable."""
+        if label_of(sealed) != _LEGACY_IAM_SECRET:
+            return None
+        return self.seal_iam_secret(self.open_iam_secret(sealed))
 
     # --- using ---
 
@@ -656,4 +714,8 @@ def _read_or_create(root: Path) -> Keyring:
     kms = {i: _unwrap(master, w) for i, w in doc["kms"].items()}
     with contextlib.suppress(FileNotFoundError):
         (root / "master.key.new").unlink()
-    return Keyring(master, s3, kms, doc["aws_s3"])
+    iam = _unwrap(master, doc["iam"]) if "iam" in doc else None
+    ring = Keyring(master, s3, kms, doc["aws_s3"], iam)
+    if iam is None:  # a folder from before the IAM secrets' key: given one (callers lock)
+        ring.save(root)
+    return ring

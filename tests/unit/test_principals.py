@@ -11,15 +11,17 @@ import pytest
 
 from gateway.iam.principals import Principals, check_token, seal_token
 from gateway.s3.errors import S3Error
+from gateway.store.crypto import Keyring
 from gateway.users import User
 
 ROOT = User("ROOTKEY0001", "root-secret", "root", "acct-1")
 MASTER = secrets.token_bytes(32)
+KEYS = Keyring(MASTER, [("s3", secrets.token_bytes(32))], {}, "aws-s3")
 NOW = 1_800_000_000.0
 
 
 def _principals(now: float = NOW, roots: dict[str, User] | None = None) -> Principals:
-    return Principals(roots or {ROOT.access_key: ROOT}, None, MASTER, ttl=60, wall=lambda: now)
+    return Principals(roots or {ROOT.access_key: ROOT}, None, KEYS, ttl=60, wall=lambda: now)
 
 
 def _token(**claims: object) -> str:
