@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests import process
 from tests.postgres import PostgresServer, unavailable_reason
 from tests.server import GatewayProcess
 
@@ -53,6 +54,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         indirect=True,
         scope="function" if names == ["catalog"] else "module",
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test and the fixtures it ends: the gateways' logs since the last test. A
+    traceback or an ERROR record that the gateway was not told to `allow`, or a stop that did
+    not exit 0, fails this test's teardown: background work (log delivery, lifecycle, blob
+    frees) reports its failures only in the log. tests/unit/test_suite_guards.py shows it."""
+    result = yield
+    problems = process.take_problems()
+    if problems:
+        pytest.fail(
+            "a gateway logged errors (GatewayProcess.allow names the ones a test provokes):\n"
+            + "".join(problems),
+            pytrace=False,
+        )
+    return result
 
 
 def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:

@@ -262,28 +262,9 @@ class CrashableGateway(GatewayProcess):
     """The gateway in a session of its own, so that a crash kills every process of it (the
     parent and its workers) at once, as a power cut or the OOM killer of a cgroup would."""
 
-    def start(self) -> CrashableGateway:
-        cmd = [sys.executable, "-m", "gateway", "serve", "--data", str(self.data)]
-        cmd += ["--address", "127.0.0.1:0", *self.args]
-        self.log = []
-        self.proc = subprocess.Popen(
-            cmd,
-            env=self.env,
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line)
-            if "listening on " in line:
-                self.url = line.split("listening on ", 1)[1].strip()
-                break
-        else:
-            raise RuntimeError("gateway did not start:\n" + "".join(self.log))
-        threading.Thread(target=self._drain, daemon=True).start()
-        return self
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.own_session = True
 
     def crash(self) -> None:
         """SIGKILL the whole process group, and wait until every member is gone."""
