@@ -7,10 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests import process
 from tests.postgres import PostgresServer, unavailable_reason
 from tests.server import GatewayProcess
+
+# Hypothesis's deadline (200 ms an example by default) is a timing assertion: a loaded machine
+# fails a correct test with it. The per-test timeout (pyproject.toml) bounds a test instead.
+settings.register_profile("s3gw", deadline=None)
+settings.load_profile("s3gw")
 
 # The catalogs a gateway can keep its metadata in: the SQLite file in its data folder, or a
 # PostgreSQL database (`--catalog postgresql://…`).
