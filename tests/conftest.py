@@ -7,9 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
+from tests import process
 from tests.postgres import PostgresServer, unavailable_reason
 from tests.server import GatewayProcess
+
+# Hypothesis's deadline (200 ms an example by default) is a timing assertion: a loaded machine
+# fails a correct test with it. The per-test timeout (pyproject.toml) bounds a test instead.
+settings.register_profile("s3gw", deadline=None)
+settings.load_profile("s3gw")
 
 # The catalogs a gateway can keep its metadata in: the SQLite file in its data folder, or a
 # PostgreSQL database (`--catalog postgresql://…`).
@@ -53,6 +60,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         indirect=True,
         scope="function" if names == ["catalog"] else "module",
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test and the fixtures it ends: the gateways' logs since the last test. A
+    traceback or an ERROR record that the gateway was not told to `allow`, or a stop that did
+    not exit 0, fails this test's teardown: background work (log delivery, lifecycle, blob
+    frees) reports its failures only in the log. tests/unit/test_suite_guards.py shows it."""
+    result = yield
+    problems = process.take_problems()
+    if problems:
+        pytest.fail(
+            "a gateway logged errors (GatewayProcess.allow names the ones a test provokes):\n"
+            + "".join(problems),
+            pytrace=False,
+        )
+    return result
 
 
 def _catalog_url(request: pytest.FixtureRequest, kind: str) -> str | None:

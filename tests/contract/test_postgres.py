@@ -438,7 +438,9 @@ def test_nodes_starting_together_make_the_schema_once(postgres: PostgresServer) 
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=60)
+    # A catalog whose start-up blocks (the schema's lock never given up) is a failure here.
+    assert not [t for t in threads if t.is_alive()], "a catalog's start-up did not end"
     assert all(isinstance(c, PostgresCatalog) for c in made), made
     for catalog in made:
         catalog.close()  # type: ignore[union-attr]

@@ -441,7 +441,7 @@ def test_acl_required_and_last_modified(gateway, s3):
 def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
     # LogFormat.html: Turn-Around Time runs "from the time that the last byte of your request
     # was received until the time that the first byte of the response was sent"; Total Time
-    # includes receiving. A body that pauses 1.5 s counts in the total, not the turn-around.
+    # includes receiving. A body that pauses 3 s counts in the total, not the turn-around.
     s3.create_bucket(Bucket="src-t")
     s3.create_bucket(Bucket="logs-t")
     enable(s3, "src-t", "logs-t")
@@ -455,7 +455,7 @@ def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
         conn.putheader(name, value)
     conn.endheaders()
     conn.send(body[:1000])
-    time.sleep(1.5)
+    time.sleep(3)
     conn.send(body[1000:])
     answer = conn.getresponse()
     assert answer.status == 200, answer.read()
@@ -465,8 +465,10 @@ def test_turnaround_time_leaves_out_the_time_spent_receiving(gateway, s3):
     records = parse(s3.get_object(Bucket="logs-t", Key=flush(gateway, "src-t"))["Body"].read())
     by_op = {(r["operation"], r["key"]): r for r in records}
     put, got = by_op[("REST.PUT.OBJECT", "slow")], by_op[("REST.GET.OBJECT", "slow")]
-    # The 1.5 s pause counts in the total, not in the turn-around (a 0.5 s margin for the
-    # part of the pause before the server began timing, and for a busy machine).
+    # The durations are the behaviour here (fields the log holds): the 3 s pause counts in
+    # the total, not in the turn-around, with a 2 s margin for the part of the pause before
+    # the server began timing on a busy machine (a server that timed the receiving as
+    # turn-around makes the difference about 0).
     assert int(put["total"]) - int(put["turnaround"]) >= 1000
     assert 0 <= int(got["turnaround"]) <= int(got["total"])
 

@@ -14,7 +14,9 @@ import pytest
 
 from tests.server import GatewayProcess
 
-DRAIN = 3.0
+# The drain: long enough that nothing in the test outlasts it on any machine; the test ends it
+# with a second signal (a behaviour of its own, the test after this one).
+DRAIN = 600.0
 
 
 def _ready(url: str) -> int:
@@ -23,6 +25,14 @@ def _ready(url: str) -> int:
             return reply.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def _until_draining(server: GatewayProcess) -> None:
+    """Waits (bounded) for the readiness probe to answer 503."""
+    deadline = time.monotonic() + 30
+    while _ready(server.url) != 503:
+        assert time.monotonic() < deadline, "/health/ready still 200 after SIGTERM"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -36,11 +46,8 @@ def test_sigterm_drains_readiness_first_while_s3_is_still_served(tmp_path, worke
         assert _ready(server.url) == 200
 
         assert server.proc is not None
-        signalled = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
-        while _ready(server.url) != 503:
-            assert time.monotonic() - signalled < 2, "/health/ready still 200 after SIGTERM"
-            time.sleep(0.05)
+        _until_draining(server)
         # Every worker drains: each probe, on a new connection, finds one of them.
         assert [_ready(server.url) for _ in range(8)] == [503] * 8
         # Everything else is served as before, on new connections too.
@@ -48,30 +55,40 @@ def test_sigterm_drains_readiness_first_while_s3_is_still_served(tmp_path, worke
         s3.put_object(Bucket="drain", Key="during", Body=b"during")
         fresh = server.client()
         assert fresh.get_object(Bucket="drain", Key="during")["Body"].read() == b"during"
-        assert time.monotonic() - signalled < DRAIN, "the drain ended before the requests"
-
-        assert server.proc.wait(timeout=DRAIN + 30) == 0, "".join(server.log)
-        took = time.monotonic() - signalled
-        assert took >= DRAIN - 0.2, f"exited {took:.1f} s after SIGTERM, within the drain"
+        # Still draining: the process waits out its drain rather than exiting at the signal.
+        assert server.proc.poll() is None, "".join(server.log)
+        assert _ready(server.url) == 503
         log = "".join(server.log)
         assert "draining" in log, log
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0, "".join(server.log)
+    finally:
+        server.stop()
+
+
+def test_the_drain_ends_by_itself(tmp_path):
+    # A short drain, and no second signal: the process exits 0 at its end (the wait's bound
+    # is far beyond the drain's).
+    env = {"S3GW_WORKERS": "1", "S3GW_DRAIN_SECONDS": "1"}
+    server = GatewayProcess(tmp_path / "data", env).start()
+    try:
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0, "".join(server.log)
+        assert "draining" in "".join(server.log)
     finally:
         server.stop()
 
 
 def test_a_second_signal_ends_the_drain(tmp_path):
-    env = {"S3GW_WORKERS": "1", "S3GW_DRAIN_SECONDS": "60"}
+    # A drain of ten minutes: the wait below would time out if the second signal did not end it.
+    env = {"S3GW_WORKERS": "1", "S3GW_DRAIN_SECONDS": str(DRAIN)}
     server = GatewayProcess(tmp_path / "data", env).start()
     try:
         assert server.proc is not None
         server.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while _ready(server.url) != 503:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        hurried = time.monotonic()
+        _until_draining(server)
         server.proc.send_signal(signal.SIGTERM)
-        assert server.proc.wait(timeout=20) == 0
-        assert time.monotonic() - hurried < 10
+        assert server.proc.wait(timeout=60) == 0
     finally:
         server.stop()

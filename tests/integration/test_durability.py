@@ -168,11 +168,11 @@ def test_a_stalled_body_times_out_and_leaves_nothing(tmp_path, catalog):
         s3 = server.client()
         s3.create_bucket(Bucket="stall")
         conn = _start_put(f"{server.url}/stall/k", 8 * 2**20, os.urandom(3 * 2**20))
-        started = time.monotonic()
-        reply = conn.getresponse()  # the client sends nothing more
+        # The client sends nothing more: the answer comes (the connection's 30 s timeout
+        # bounds the wait, far beyond the gateway's 1 s) and it is RequestTimeout.
+        reply = conn.getresponse()
         assert reply.status == 400
         assert b"<Code>RequestTimeout</Code>" in reply.read()
-        assert time.monotonic() - started < 20
         conn.close()
         deadline = time.monotonic() + 10
         while inspect(server.data, catalog).tmp_files and time.monotonic() < deadline:

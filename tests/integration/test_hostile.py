@@ -41,8 +41,11 @@ VICTIM = b"0123456789"
 PART = b"part one"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAMING_UNSIGNED = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
-# How long a stalled client is given before the server must have let it go.
-STALL_SECONDS = 22  # AWS's RequestTimeout comes after about 20 s of silence
+# How long the test waits for the server to let a stalled client go: its defaults (20 s, as
+# AWS's RequestTimeout; tests/unit/test_cli.py holds the values) time it out well within this,
+# and a server that holds the client for ever fails here rather than hanging the test. The
+# event is asserted (the answer and the close), not how soon it came.
+LET_GO_SECONDS = 120
 
 
 # --- the wire ----------------------------------------------------------------------------------
@@ -276,7 +279,6 @@ def expect(answer: Answer, status: int | set[int], code: str | set[str] | None) 
 @dataclass
 class Stalled:
     server: GatewayProcess
-    started: float
     sockets: dict[str, socket.socket]
 
 
@@ -304,28 +306,30 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stalled]:
         sock = connect(base)
         sock.sendall(request)
         sockets[name] = sock
-    yield Stalled(server, time.monotonic(), sockets)
+    yield Stalled(server, sockets)
     for sock in sockets.values():
         sock.close()
     server.stop()
 
 
-def _let_go(stalled: Stalled, name: str) -> Answer | None:
-    """The answer (or the close) the server gave the stalled client, or None if it still
-    holds it when STALL_SECONDS have passed since it stalled."""
+def _let_go(stalled: Stalled, name: str) -> tuple[Answer | None, bool]:
+    """The answer (or the close: status None) the server gave the stalled client, or None if
+    it still holds it after LET_GO_SECONDS; and whether the connection was closed after it."""
     sock = stalled.sockets[name]
-    remaining = stalled.started + STALL_SECONDS - time.monotonic()
-    sock.settimeout(max(remaining, 0.1))
+    sock.settimeout(LET_GO_SECONDS)
+    received = b""
     try:
-        first = sock.recv(65536)
+        while chunk := sock.recv(65536):
+            received += chunk
+        closed = True
     except TimeoutError:
-        return None
+        closed = False
     except ConnectionResetError:
-        return Answer(None)
-    if not first:
-        return Answer(None)
-    status = int(first.split(b" ", 2)[1])
-    return Answer(status, body=first.partition(b"\r\n\r\n")[2])
+        closed = True
+    if not received:
+        return (Answer(None) if closed else None), closed
+    status = int(received.split(b" ", 2)[1])
+    return Answer(status, body=received.partition(b"\r\n\r\n")[2]), closed
 
 
 # --- XML bodies ---------------------------------------------------------------------------------
@@ -1183,16 +1187,12 @@ def test_early_error_lets_the_connection_go(unchanged: World, expect_continue: b
         answer = read_answer(sock)
         expect(answer, 404, "NoSuchBucket")
         assert answer.headers.get("connection", "").lower() == "close"
-        sock.settimeout(3)
-        started = time.monotonic()
-        try:
+        # The server closes the connection (its unread body would be the next request): the
+        # reads end rather than time out (a bound far beyond any close).
+        sock.settimeout(60)
+        with contextlib.suppress(ConnectionResetError):
             while sock.recv(65536):
                 pass
-        except TimeoutError:
-            pass
-        except ConnectionResetError:
-            pass
-        assert time.monotonic() - started < 2.5, "the server kept the connection open"
 
 
 # --- keys, queries and paths -------------------------------------------------------------------
@@ -1578,11 +1578,11 @@ def test_client_disconnects_mid_body(unchanged: World, operation: str, how: str)
 
 
 def test_stalled_body_is_timed_out_and_freed(stalled: Stalled) -> None:
-    answer = _let_go(stalled, "body")
-    assert answer is not None, f"still waiting for the body after {STALL_SECONDS} s"
-    assert answer.status in (None, 400), str(answer)  # closed, or 400 RequestTimeout
-    if answer.status == 400:
-        assert answer.code in (None, "RequestTimeout"), str(answer)
+    answer, closed = _let_go(stalled, "body")
+    assert answer is not None, f"still waiting for the body after {LET_GO_SECONDS} s"
+    # AWS: 400 RequestTimeout, then the connection is closed (the body's rest would be taken
+    # for the next request).
+    assert (answer.status, answer.code, closed) == (400, "RequestTimeout", True), str(answer)
     data = stalled.server.data
     _wait_for_tmp(data, False)
     inspect(data).assert_clean()
@@ -1590,9 +1590,11 @@ def test_stalled_body_is_timed_out_and_freed(stalled: Stalled) -> None:
 
 
 def test_stalled_headers_are_timed_out(stalled: Stalled) -> None:
-    answer = _let_go(stalled, "headers")
-    assert answer is not None, f"still waiting for the headers after {STALL_SECONDS} s"
-    assert answer.status in (None, 400, 408), str(answer)
+    answer, closed = _let_go(stalled, "headers")
+    assert answer is not None, f"still waiting for the headers after {LET_GO_SECONDS} s"
+    # Headers never finished are not a request to answer: the connection is closed, as S3
+    # closes a connection idle for about 20 s.
+    assert (answer.status, closed) == (None, True), str(answer)
 
 
 def test_the_gateway_still_serves(world: World) -> None:

@@ -705,18 +705,38 @@ def test_a_form_whose_body_no_signature_covers_is_refused(server: GatewayProcess
     assert fails(iam.get_user, UserName=victim)[1] == 404
 
 
-def test_a_bad_number_is_a_validation_error(server: GatewayProcess) -> None:
+def _bad_number(server: GatewayProcess, service: str, body: str) -> tuple[int, bytes]:
     from botocore.auth import SigV4Auth
     from botocore.credentials import Credentials
 
+    return _raw(server, body, SigV4Auth(Credentials(*OWNER), service, "us-east-1"))
+
+
+def test_a_bad_number_is_a_validation_error(server: GatewayProcess) -> None:
+    from urllib.parse import quote
+
+    # A trust policy that passes, so that the number is what is judged.
+    trust = quote(_policy({"Effect": "Allow", "Principal": {"AWS": OWNER_ID},
+                           "Action": "sts:AssumeRole"}))  # fmt: skip
     for service, body in (
         ("sts", "Action=GetSessionToken&Version=2011-06-15&DurationSeconds=%C2%B2"),
-        ("iam", "Action=ListUsers&Version=2010-05-08&MaxItems=%C2%B2"),
         ("iam", f"Action=CreateRole&Version=2010-05-08&RoleName={_name('r')}"
-                "&AssumeRolePolicyDocument=%7B%7D&MaxSessionDuration=%C2%B2"),
+                f"&AssumeRolePolicyDocument={trust}&MaxSessionDuration=%C2%B2"),
     ):  # fmt: skip
-        status, text = _raw(server, body, SigV4Auth(Credentials(*OWNER), service, "us-east-1"))
-        assert status == 400 or (status == 200 and service == "iam" and b"ListUsers" in text), text
+        status, text = _bad_number(server, service, body)
+        # AWS: 400 ValidationError for a number that is not one (a superscript two).
+        assert (status, b"<Code>ValidationError</Code>" in text) == (400, True), text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product: ListUsers ignores a MaxItems that is not a number and answers 200 "
+    "(AWS: 400 ValidationError)",
+)
+def test_a_bad_max_items_is_a_validation_error(server: GatewayProcess) -> None:
+    body = "Action=ListUsers&Version=2010-05-08&MaxItems=%C2%B2"
+    status, text = _bad_number(server, "iam", body)
+    assert (status, b"<Code>ValidationError</Code>" in text) == (400, True), text
 
 
 def test_renaming_needs_the_new_name_too(server: GatewayProcess) -> None:

@@ -91,15 +91,14 @@ def test_a_flood_of_scrapes_scans_at_most_once_per_interval(tmp_path: Path) -> N
         assert wait_for_totals(server.url, 1, 1) == (1, 1)
         before = value(scrape(server.url), "s3gw_stored_scans_total")
         assert before is not None and before >= 1  # the scans are counted
-        started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(32) as pool:
             texts = list(pool.map(lambda _: scrape(server.url), range(400)))
-        elapsed = time.monotonic() - started
         after = value(scrape(server.url), "s3gw_stored_scans_total")
     finally:
         server.stop()
     assert all(value(t, "s3gw_objects") == 1 for t in texts)
     assert after is not None
-    # Scans start at least STORED_REFRESH_S apart, whichever worker runs them; one may have
-    # been under way when `before` was read.
-    assert after - before <= 2 + elapsed / STORED_REFRESH_S, (after - before, elapsed)
+    # Scans start at least STORED_REFRESH_S apart, whichever worker runs them: the scrapes
+    # share them. A scan per scrape (the failure this guards against) makes 400; one per
+    # interval makes a handful unless the flood lasted minutes. Counted, not timed.
+    assert after - before < len(texts) / 10, (after - before, STORED_REFRESH_S)

@@ -219,9 +219,46 @@ class History:
 # --- statistics ------------------------------------------------------------------------------
 
 
+# The 4xx answers the workload provokes itself, by operation: a read or copy of a key that a
+# concurrent delete removed, a range past the end of a short object. Any other 4xx is a
+# refusal the run did not ask for (a CopyObject or a Complete that always answered 400 would
+# otherwise leave the model unchanged and pass).
+PROVOKED = {
+    "GetObject": {"404 NoSuchKey", "416 InvalidRange"},
+    "CopyObject": {"404 NoSuchKey"},
+    "UploadPartCopy": {"404 NoSuchKey"},
+    # tests/reliability/versions.py: a version a concurrent removal took (its worker judges
+    # the finer rule, that the removal was sent).
+    "GetObject (version)": {"404 NoSuchVersion"},
+    "CopyObject (version)": {"404 NoSuchVersion"},
+}
+
+# The S3 operations each of the workload's kinds sends (the multipart kind: the whole upload).
+OPERATIONS = {
+    "put_small": ("PutObject",),
+    "put_large": ("PutObject",),
+    "copy": ("CopyObject",),
+    "delete": ("DeleteObject",),
+    "delete_objects": ("DeleteObjects",),
+    "get": ("GetObject",),
+    "multipart": (
+        "CreateMultipartUpload",
+        "UploadPart",
+        "UploadPartCopy",
+        "CompleteMultipartUpload",
+    ),
+}
+
+
+def operations(weights: dict[str, int]) -> set[str]:
+    """The S3 operations a workload of these weights sends."""
+    return {op for kind, weight in weights.items() if weight for op in OPERATIONS[kind]}
+
+
 @dataclass
 class Stats:
     statuses: Counter[tuple[str, str]] = field(default_factory=Counter)  # (op, status/code)
+    succeeded: Counter[str] = field(default_factory=Counter)  # 2xx answers, by operation
     acknowledged: int = 0
     cut: int = 0
     problems: list[str] = field(default_factory=list)
@@ -232,6 +269,7 @@ class Stats:
             self.statuses[(op, result)] += 1
             if acked:
                 self.acknowledged += 1
+                self.succeeded[op] += 1
             if result == "cut":
                 self.cut += 1
 
@@ -248,6 +286,30 @@ class Stats:
             if (result.startswith("5") or result == "timeout") and result not in allow
         }
 
+    def client_errors(self, provoked: dict[str, set[str]] = PROVOKED) -> dict[str, int]:
+        """4xx answers the workload did not provoke (PROVOKED)."""
+        return {
+            f"{op} {result}": n
+            for (op, result), n in sorted(self.statuses.items())
+            if result.startswith("4") and result not in provoked.get(op, set())
+        }
+
+    def shortfalls(self, ops: Iterable[str], minimum: int) -> dict[str, int]:
+        """Operations that succeeded fewer than `minimum` times: a kind that always failed (or
+        never ran) proves nothing about the server's state."""
+        return {op: self.succeeded[op] for op in sorted(ops) if self.succeeded[op] < minimum}
+
+    def failures(self, ops: Iterable[str], minimum: int) -> list[str]:
+        """Everything that fails a run in its answers: 5xx and timeouts, 4xx it did not
+        provoke, operations that did not succeed `minimum` times, and the workers' problems."""
+        found = [f"server error: {k} x{n}" for k, n in self.server_errors().items()]
+        found += [f"refused: {k} x{n}" for k, n in self.client_errors().items()]
+        found += [
+            f"{op} succeeded {n} times (at least {minimum} needed)"
+            for op, n in self.shortfalls(ops, minimum).items()
+        ]
+        return found + list(self.problems)
+
     def tally(self) -> str:
         by_result: Counter[str] = Counter()
         for (_op, result), n in self.statuses.items():
@@ -262,28 +324,9 @@ class CrashableGateway(GatewayProcess):
     """The gateway in a session of its own, so that a crash kills every process of it (the
     parent and its workers) at once, as a power cut or the OOM killer of a cgroup would."""
 
-    def start(self) -> CrashableGateway:
-        cmd = [sys.executable, "-m", "gateway", "serve", "--data", str(self.data)]
-        cmd += ["--address", "127.0.0.1:0", *self.args]
-        self.log = []
-        self.proc = subprocess.Popen(
-            cmd,
-            env=self.env,
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line)
-            if "listening on " in line:
-                self.url = line.split("listening on ", 1)[1].strip()
-                break
-        else:
-            raise RuntimeError("gateway did not start:\n" + "".join(self.log))
-        threading.Thread(target=self._drain, daemon=True).start()
-        return self
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.own_session = True
 
     def crash(self) -> None:
         """SIGKILL the whole process group, and wait until every member is gone."""

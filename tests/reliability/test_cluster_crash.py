@@ -39,6 +39,7 @@ from tests.reliability.harness import (
     empty_everything,
     fsck,
     make_library,
+    operations,
     report,
     verify,
     verify_library,
@@ -132,6 +133,11 @@ def test_cluster_crash_recovery(
         assert not [line for line in node.log if "Traceback" in line], "".join(node.log)
     assert not stats.server_errors(), stats.server_errors()
     assert not stats.problems, stats.problems
+    # Every kind of operation acknowledged at least once over the rounds, nothing refused
+    # that the workload did not provoke.
+    assert not stats.failures(operations(WEIGHTS), minimum=1), stats.failures(
+        operations(WEIGHTS), minimum=1
+    )
     assert not losses, losses
     assert not failures, failures
     assert damage == 0

@@ -29,6 +29,7 @@ from tests.reliability.harness import (
     disk_usage,
     fsck,
     make_library,
+    operations,
     report,
     verify,
     verify_library,
@@ -91,6 +92,10 @@ def test_same_keys_written_copied_and_deleted_at_once(
         assert not stats.server_errors(), stats.server_errors()
         assert stats.cut == 0, "a connection was cut while the server ran"
         assert not stats.problems, stats.problems
+        # Every kind of operation succeeded, and refused nothing it did not provoke.
+        assert not stats.failures(operations(WEIGHTS), minimum=3), stats.failures(
+            operations(WEIGHTS), minimum=3
+        )
         assert not losses, losses
         assert on_disk == needed
         server.stop()

@@ -51,6 +51,7 @@ from tests.reliability.harness import (
     fsck,
     group_alive,
     make_library,
+    operations,
     referenced_files,
     report,
     verify,
@@ -195,6 +196,11 @@ def test_crash_recovery(tmp_path: Path, reliability: Settings) -> None:
         report(f"crash: statuses {stats.tally()}")
     assert not stats.server_errors(), stats.server_errors()
     assert not stats.problems, stats.problems
+    # Every kind of operation was acknowledged at least once over the rounds (the crashes cut
+    # some), and nothing was refused that the workload did not provoke.
+    assert not stats.failures(operations(WEIGHTS), minimum=1), stats.failures(
+        operations(WEIGHTS), minimum=1
+    )
     assert not losses, losses
     assert not failures, failures
     assert damage == 0

@@ -36,3 +36,16 @@ def test_credentials_without_the_test_extra(tmp_path):
     out = run("credentials", "--data", str(tmp_path / "data"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("export AWS_ACCESS_KEY_ID=")
+
+
+def test_the_stall_timeouts_default_to_aws_twenty_seconds() -> None:
+    # tests/integration/test_hostile.py's stalled clients meet these defaults (it waits for
+    # the event, not for a time): AWS answers RequestTimeout after about 20 s of silence.
+    import argparse
+
+    from gateway import config
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    settings = config.settings_from(parser.parse_args(["--data", "d"]), env={})
+    assert (settings.body_timeout, settings.idle_timeout) == (20.0, 20.0)

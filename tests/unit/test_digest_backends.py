@@ -266,7 +266,8 @@ def test_32_threads_of_10000_digests(backend: str) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=120)
+    assert not [t for t in threads if t.is_alive()]
     assert wrong == [0] * 32
     gc.collect()
     assert openssl_refs() == base
@@ -286,16 +287,49 @@ def test_large_updates_in_parallel_threads(new: Callable[[], digest.Digest]) -> 
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout=120)
+    assert not [t for t in threads if t.is_alive()]
     for t in range(4):
         assert results[t] == reference(b"".join(blocks[(t + i) % 4] for i in range(8)))
 
 
+def _others_ran_during(update: Callable[[bytes], object], block: bytes) -> int:
+    """How many times this thread advanced a counter while another thread ran `update(block)`
+    once. The switch interval is made a whole second (the update takes a small part of one):
+    an update that holds the GIL cannot then be interrupted, so the counter stands still; one
+    that releases it lets this thread run at once."""
+    counter = [0]
+    advanced: list[int] = []
+    done = threading.Event()
+
+    def hash_it() -> None:
+        before = counter[0]
+        update(block)
+        advanced.append(counter[0] - before)
+        done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)
+    try:
+        worker = threading.Thread(target=hash_it)
+        worker.start()
+        while not done.is_set():
+            counter[0] += 1
+        worker.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    return advanced[0]
+
+
 def test_large_updates_release_the_gil(new: Callable[[], digest.Digest]) -> None:
     # A pool thread hashing a 1 MiB batch must let the event loop's thread run meanwhile.
-    from bench.digest import _gil_released
+    assert _others_ran_during(new().update, os.urandom(MIB) * 8) > 0
 
-    assert _gil_released(new, os.urandom(MIB) * 32)
+
+def test_the_gil_measure_sees_a_holder() -> None:
+    # The control: bytes.count scans in C holding the GIL, and the counter stands still.
+    block = os.urandom(MIB) * 8
+    assert _others_ran_during(lambda b: b.count(b"\x00\x01\x02\x03"), block) == 0
 
 
 # --- FIPS-mode hosts and hosts without MD5 -----------------------------------------------------
