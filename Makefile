@@ -2,9 +2,13 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-DATA   ?= ./data
-ADDRESS ?= 127.0.0.1:9000
-CONSOLE_ADDRESS ?= 127.0.0.1:9001
+# `make run` passes --data, --address and --console-address only when DATA, ADDRESS or
+# CONSOLE_ADDRESS is given, so S3GW_DATA, S3GW_ADDRESS and S3GW_CONSOLE_ADDRESS count when set
+# (the gateway's own defaults otherwise: ./data, 127.0.0.1:9000). The console is on at
+# 127.0.0.1:9001 unless S3GW_CONSOLE_ADDRESS is set (empty: no console).
+DATA ?=
+ADDRESS ?=
+CONSOLE_ADDRESS ?= $(if $(filter undefined,$(origin S3GW_CONSOLE_ADDRESS)),127.0.0.1:9001)
 
 .PHONY: run test lint install bench clean s3tests smoke test-reliability test-docker
 
@@ -25,7 +29,8 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed-test
 
 run: $(VENV)/.installed-run
-	$(BIN)/s3gw serve --data $(DATA) --address $(ADDRESS) --console-address $(CONSOLE_ADDRESS)
+	$(BIN)/s3gw serve $(if $(DATA),--data $(DATA)) $(if $(ADDRESS),--address $(ADDRESS)) \
+	    $(if $(CONSOLE_ADDRESS),--console-address $(CONSOLE_ADDRESS))
 
 # Three test processes, each module whole in one (its gateways are started once per module):
 # the integration tests wait on fsync, on child processes and on PostgreSQL as much as they

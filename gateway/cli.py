@@ -17,6 +17,8 @@ from .store.errors import StoreError
 # blobs the rest, and the folder the keys. One umask covers every file and folder, SQLite's
 # -wal and -shm files included, where chmods would have to find each place that creates one.
 PRIVATE = 0o077
+# The settings `s3gw credentials` reads: where the keys are, and the region it exports.
+CREDENTIALS_OPTIONS = ("data", "access-key", "secret-key", "users", "region")
 
 
 def _credentials(settings: config.Settings) -> None:
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     creds = commands.add_parser(
         "credentials", help="print the gateway's credentials as shell exports"
     )
-    config.add_options(creds)
+    config.add_options(creds, only=CREDENTIALS_OPTIONS)
     fsck = commands.add_parser("fsck", help="check the catalog against the blob files")
     fsck.add_argument("--data", default=config.env_default("data"), help="data folder")
     fsck.add_argument(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,13 +270,19 @@ def env_default(flag: str, env: Mapping[str, str] | None = None) -> object:
     raise KeyError(flag)
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
+def add_options(parser: argparse.ArgumentParser, only: Collection[str] | None = None) -> None:
+    """Every setting's flag, or only those named (a command that reads a few settings lists
+    only them in its help; the others still come from S3GW_* or their defaults)."""
     # Values are checked by settings_from, not argparse: an error names the setting in one
     # line, whether it came from a flag or from S3GW_*.
     for flag, _kind, default, text in _OPTIONS:
+        if only is not None and flag not in only:
+            continue
         parser.add_argument(
             f"--{flag}", default=None, help=f"{text} (env {env_name(flag)}; default {default})"
         )
+    if only is not None and "tls-self-signed" not in only:
+        return
     parser.add_argument(
         "--tls-self-signed",
         action="store_const",
@@ -288,7 +294,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(args: argparse.Namespace, flag: str, env: Mapping[str, str]) -> object:
-    given = getattr(args, flag.replace("-", "_"))
+    given = getattr(args, flag.replace("-", "_"), None)
     if given is None:
         return env_default(flag, env)
     kind = next(kind for name, kind, *_ in _OPTIONS if name == flag)
@@ -296,7 +302,7 @@ def _value(args: argparse.Namespace, flag: str, env: Mapping[str, str]) -> objec
 
 
 def _self_signed(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
-    value = args.tls_self_signed or env.get(env_name("tls-self-signed"), "")
+    value = getattr(args, "tls_self_signed", None) or env.get(env_name("tls-self-signed"), "")
     try:
         return _FLAG_WORDS[value.strip().lower()]
     except KeyError:

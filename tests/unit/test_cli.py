@@ -3,6 +3,7 @@ image install): nothing from the test extra may be imported on the way."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -49,3 +50,39 @@ def test_the_stall_timeouts_default_to_aws_twenty_seconds() -> None:
     config.add_options(parser)
     settings = config.settings_from(parser.parse_args(["--data", "d"]), env={})
     assert (settings.body_timeout, settings.idle_timeout) == (20.0, 20.0)
+
+
+def _flags(help_text: str) -> set[str]:
+    """The options a help lists (each at the start of its line; not those its texts name)."""
+    return set(re.findall(r"^ {2}(?:-\w, )?(--[a-z][a-z0-9-]*)", help_text, re.MULTILINE))
+
+
+def test_each_command_lists_only_its_own_flags_in_its_help():
+    helps = {}
+    for command in ("serve", "credentials", "fsck", "migrate", "keys"):
+        out = run(command, "--help")
+        assert out.returncode == 0, out.stderr
+        helps[command] = _flags(out.stdout)
+    # credentials reads where the keys are and the region it exports, nothing of serving.
+    assert helps["credentials"] == {
+        "--help",
+        "--data",
+        "--access-key",
+        "--secret-key",
+        "--users",
+        "--region",
+    }
+    assert {"--workers", "--tls-self-signed", "--console-address"} <= helps["serve"]
+    assert helps["fsck"] == {"--help", "--data", "--catalog", "--deep", "--repair"}
+    assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
+    assert helps["keys"] == {"--help", "--data"}
+
+
+def test_credentials_takes_its_own_flags_and_no_serving_flag(tmp_path):
+    (tmp_path / "credentials.json").write_text('{"access_key": "A", "secret_key": "S"}')
+    out = run("credentials", "--data", str(tmp_path), "--region", "eu-west-3")
+    assert out.returncode == 0, out.stderr
+    assert "export AWS_DEFAULT_REGION=eu-west-3\n" in out.stdout
+    # A serving flag is not the credentials command's.
+    out = run("credentials", "--data", str(tmp_path), "--workers", "2")
+    assert out.returncode == 2 and "unrecognized arguments: --workers" in out.stderr

@@ -51,3 +51,57 @@ def test_every_relative_link_resolves_inside_the_repository(path: Path) -> None:
         resolved = (path.parent / target.partition("#")[0]).resolve()
         assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
         assert resolved.exists(), f"{path.name}: {target} does not exist"
+
+
+# The README and docs/ are what a reader of the repository opens: a file they name (a path
+# such as `gateway/store/fsck.py` or docs/iam.md, a module's function such as
+# `gateway/keyring.read_kms_keys`, or a bare file name such as pyproject.toml) must be one it
+# holds. (Other Markdown, such as s3tests/README.md, also names files of other repositories.)
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+_TOP = sorted(
+    p.name
+    for p in ROOT.iterdir()
+    if p.is_dir() and not p.name.startswith(".") and not p.name.endswith(".egg-info")
+)
+_TOPS = "|".join(map(re.escape, _TOP))
+_PATH = re.compile(rf"(?<![\w./:-])((?:{_TOPS})/[\w./-]*[\w/])")
+_BARE = re.compile(r"(?<![\w./:$-])([\w-]+\.(?:md|py|toml|yml|yaml|cfg))(?![\w/-])")
+
+
+def _defines(module: Path, name: str) -> bool:
+    return bool(
+        re.search(
+            rf"^\s*(?:async def|def|class) {name}\b|^\s*{name}\s*[:=]", module.read_text(), re.M
+        )
+    )
+
+
+def _named_file_missing(name: str) -> bool:
+    """Whether `name`, a path from the repository's root (a module's dotted attribute after
+    it: gateway/keyring.read_kms_keys), is a file or folder the repository does not hold."""
+    if (ROOT / name).exists() or (ROOT / f"{name}.py").exists():
+        return False
+    folder, _, last = name.rpartition("/")
+    module, _, attributes = last.partition(".")
+    source = ROOT / folder / f"{module}.py"
+    return not (
+        attributes and source.is_file() and all(_defines(source, a) for a in attributes.split("."))
+    )
+
+
+def _bare_file_missing(doc: Path, name: str) -> bool:
+    """Whether a bare file name (DESIGN.md, digest.py) is nowhere in the repository: not at
+    its root, not beside the doc, not in any of its folders."""
+    if (ROOT / name).exists() or (doc.parent / name).exists():
+        return False
+    return not any(next((ROOT / top).rglob(name), None) for top in _TOP)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_a_doc_names_is_in_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+    missing = [n for n in _PATH.findall(text) if _named_file_missing(n)]
+    missing += [n for n in _BARE.findall(text) if _bare_file_missing(doc, n)]
+    assert not missing, (
+        f"{doc.relative_to(ROOT)} names what the repository does not hold: {missing}"
+    )
