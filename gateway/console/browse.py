@@ -207,7 +207,7 @@ async def create_bucket(request: web.Request) -> web.StreamResponse:
         raise S3Error("AccessDenied")  # as the dispatcher judges CreateBucket
     console = _console(request)
     # As CreateBucket without headers: the same defaults, SSE-C block included.
-    settings = writes.new_bucket_settings(console.settings.bucket_defaults)
+    settings = writes.new_bucket_settings(console.settings)
     await console.store.create_bucket(
         name,
         request[SESSION].user.canonical_id,

@@ -386,6 +386,9 @@ class DefaultRule:
 # gpb.html). The rule names no default algorithm: objects here are encrypted only when asked
 # (docs/encryption.md, "The default"), and the document must not claim otherwise.
 SSE_C_BLOCKED = DefaultRule(None, blocked=("SSE-C",))
+# AWS's default of every bucket since January 2023 (UsingServerSideEncryption.html), with
+# SSE-C blocked as above: what a new bucket has, and what DeleteBucketEncryption goes back to.
+SSE_S3_DEFAULT = DefaultRule(ALGORITHM, blocked=("SSE-C",))
 
 
 def parse_configuration(body: bytes, keyring: Keyring | None) -> DefaultRule:
@@ -434,16 +437,24 @@ def _blocked_types(rule: Element) -> tuple[str, ...]:
 
 
 def replace_configuration(
-    current: DefaultRule | None, new: DefaultRule | None
+    current: DefaultRule | None, new: DefaultRule | None, default: DefaultRule | None = None
 ) -> DefaultRule | None:
-    """The bucket's rule after PutBucketEncryption (`new`) or DeleteBucketEncryption (None).
-    Whether SSE-C is blocked changes only when a request names BlockedEncryptionTypes: AWS
-    has SSE-C enabled only deliberately ("explicitly enable it by updating the default
-    encryption configuration"), so a default-encryption change that does not mention it, or
-    a delete, leaves a blocked bucket blocked."""
+    """The bucket's rule after PutBucketEncryption (`new`) or DeleteBucketEncryption (None:
+    back to `default`, the gateway's default rule, as AWS "resets the default encryption for
+    the bucket as SSE-S3"). Whether SSE-C is blocked changes only when a request names
+    BlockedEncryptionTypes: AWS has SSE-C enabled only deliberately ("explicitly enable it by
+    updating the default encryption configuration"), so a default-encryption change that
+    does not mention it, or a delete, leaves a blocked bucket blocked."""
     kept = current.blocked if current is not None else ()
     if new is None:
+        if default is not None and default.algorithm is not None:
+            return replace(default, blocked=kept)
         return replace(SSE_C_BLOCKED, blocked=kept) if "SSE-C" in kept else None
+    if new.algorithm is None and current is not None and current.algorithm is not None:
+        # Only (un)blocking SSE-C: the bucket's default encryption stays as it is.
+        new = replace(
+            new, algorithm=current.algorithm, kms_key=current.kms_key, bucket_key=current.bucket_key
+        )
     return new if new.blocked else replace(new, blocked=kept)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from .. import digest, metrics
+from ..config import Settings
 from ..store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob, Store, crypto
 from ..store.errors import SourceChanged
 from ..store.model import NO_LOCK, ObjectLock, Part, Upload, WriteCondition
@@ -31,26 +32,41 @@ T = TypeVar("T")
 # --- buckets -------------------------------------------------------------------------------
 
 
+def default_encryption(settings: Settings) -> sse.DefaultRule | None:
+    """A bucket's default encryption rule when it has set none of its own (new, or after
+    DeleteBucketEncryption): AWS's (SSE-S3, SSE-C blocked) unless the settings say
+    `--bucket-defaults legacy` (none) or `--default-encryption none` (SSE-C blocked only)."""
+    if settings.bucket_defaults != "aws":
+        return None
+    if settings.default_encryption == "none":
+        return sse.SSE_C_BLOCKED
+    return sse.SSE_S3_DEFAULT
+
+
 def new_bucket_settings(
-    bucket_defaults: str, ownership: str | None = None, acl: grants.Acl | None = None
+    settings: Settings, ownership: str | None = None, acl: grants.Acl | None = None
 ) -> dict[str, str]:
-    """A new bucket's ownership controls, public access block, SSE-C block and ACL: AWS's
-    defaults (BucketOwnerEnforced, everything blocked, SSE-C blocked) unless `bucket_defaults`
-    is "legacy", and the ownership and ACL the creator asked for (already parsed)."""
-    settings: dict[str, str] = {}
+    """A new bucket's ownership controls, public access block, default encryption and ACL:
+    AWS's defaults (BucketOwnerEnforced, everything blocked, SSE-S3 with SSE-C blocked)
+    unless the settings say otherwise, and the ownership and ACL the creator asked for
+    (already parsed)."""
+    bucket_defaults = settings.bucket_defaults
+    made: dict[str, str] = {}
+    rule = default_encryption(settings)
+    if rule is not None:
+        made["encryption"] = sse.render_configuration(rule)
     if bucket_defaults == "aws":
         ownership = ownership or BUCKET_OWNER_ENFORCED
-        settings[PUBLIC_ACCESS_BLOCK] = BLOCK_ALL.to_json()
-        settings["encryption"] = sse.render_configuration(sse.SSE_C_BLOCKED)
+        made[PUBLIC_ACCESS_BLOCK] = BLOCK_ALL.to_json()
     if ownership is not None:
-        settings[OWNERSHIP] = ownership
+        made[OWNERSHIP] = ownership
     if acl is not None and not acl.only_owner():
         if ownership == BUCKET_OWNER_ENFORCED:
             raise S3Error("InvalidBucketAclWithObjectOwnership")
         if acl.is_public() and bucket_defaults == "aws":
             raise S3Error("AccessDenied")  # the public access block it is born with
-        settings[ACL_SETTING] = acl.to_json()
-    return settings
+        made[ACL_SETTING] = acl.to_json()
+    return made
 
 
 # --- bodies --------------------------------------------------------------------------------

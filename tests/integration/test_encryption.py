@@ -74,13 +74,18 @@ def start_gateway(
     bucket_defaults: str = "legacy",
     kms_keys: str = KMS_KEYS,
     catalog: str | None = None,
+    **env: str,
 ) -> GatewayProcess:
     """A gateway with the KMS keys above (or `kms_keys`) that takes SSE-C over HTTP (its
-    tests' transport); its new buckets allow SSE-C unless `bucket_defaults` is "aws"."""
+    tests' transport); its new buckets allow SSE-C unless `bucket_defaults` is "aws".
+    `env`: more S3GW_* settings."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "kms.toml").write_text(kms_keys)
     options = ["--kms-keys", str(root / "kms.toml"), "--sse-c-over-http", "allow"]
     options += ["--bucket-defaults", bucket_defaults]
-    return GatewayProcess(root / "data", None, *options, "--workers", "1", catalog=catalog).start()
+    return GatewayProcess(
+        root / "data", env or None, *options, "--workers", "1", catalog=catalog
+    ).start()
 
 
 @pytest.fixture(scope="module")
@@ -403,8 +408,14 @@ def test_new_buckets_block_sse_c_unless_legacy(
         rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
             "Rules"
         ]
-        # The rule claims no default encryption: none is done unless asked.
-        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+        # AWS's default since January 2023: SSE-S3, with SSE-C blocked.
+        assert rules == [
+            {
+                "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"},
+                "BucketKeyEnabled": False,
+                "BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]},
+            }
+        ]
         s3.put_object(Bucket="blocked", Key="src", Body=b"source")
         refused = [
             lambda: s3.put_object(Bucket="blocked", Key="c", Body=b"x", **sse_c(KEY_A)),
@@ -419,8 +430,10 @@ def test_new_buckets_block_sse_c_unless_legacy(
             assert code(exc) == (403, "AccessDenied")
         assert [o["Key"] for o in s3.list_objects_v2(Bucket="blocked")["Contents"]] == ["src"]
         assert s3.list_multipart_uploads(Bucket="blocked").get("Uploads", []) == []
-        # Other writes are not blocked.
-        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p", Body=b"p")
+        # Other writes are not blocked, and are encrypted by the default.
+        assert s3.put_object(Bucket="blocked", Key="p", Body=b"p")["ServerSideEncryption"] == (
+            "AES256"
+        )
         assert s3.put_object(Bucket="blocked", Key="s", Body=b"s", ServerSideEncryption="AES256")
         # Unblocked deliberately: SSE-C writes work.
         allow = {"Rules": [{"BlockedEncryptionTypes": {"EncryptionType": ["NONE"]}}]}
@@ -448,18 +461,75 @@ def test_new_buckets_block_sse_c_unless_legacy(
             s3.get_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["Body"].read() == b"customer"
         )
         assert s3.head_object(Bucket="blocked", Key="c", **sse_c(KEY_A))["ContentLength"] == 8
-        # Deleting the default encryption does not unblock SSE-C either.
+        # Deleting the default encryption goes back to SSE-S3 ("resets the default encryption
+        # for the bucket as SSE-S3", DeleteBucketEncryption) and does not unblock SSE-C.
         s3.delete_bucket_encryption(Bucket="blocked")
         rules = s3.get_bucket_encryption(Bucket="blocked")["ServerSideEncryptionConfiguration"][
             "Rules"
         ]
-        assert rules == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
-        assert "ServerSideEncryption" not in s3.put_object(Bucket="blocked", Key="p2", Body=b"p")
+        assert rules == [
+            {
+                "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"},
+                "BucketKeyEnabled": False,
+                "BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]},
+            }
+        ]
+        assert s3.put_object(Bucket="blocked", Key="p2", Body=b"p")["ServerSideEncryption"] == (
+            "AES256"
+        )
         with pytest.raises(ClientError) as exc:
             s3.put_object(Bucket="blocked", Key="c3", Body=b"x", **sse_c(KEY_A))
         assert code(exc) == (403, "AccessDenied")
     finally:
         gw.stop()
+
+
+def test_every_object_is_encrypted_by_default_and_none_keeps_plaintext(
+    tmp_path: Path, catalog: str | None
+) -> None:
+    """AWS's default since January 2023: an object written without encryption headers is
+    SSE-S3, and says so on PUT, GET, HEAD, CopyObject, UploadPart and Complete; its bytes are
+    not on disk in the clear; copies stay metadata (the same blobs). `--default-encryption
+    none` keeps plaintext at rest and says nothing."""
+    data = body(6 * 1024 * 1024)
+    gw = start_gateway(tmp_path / "default", "aws", catalog=catalog)
+    try:
+        s3 = gw.client()
+        s3.create_bucket(Bucket="enc")
+        assert s3.put_object(Bucket="enc", Key="k", Body=data)["ServerSideEncryption"] == "AES256"
+        got = s3.get_object(Bucket="enc", Key="k")
+        assert got["ServerSideEncryption"] == "AES256" and got["Body"].read() == data
+        assert s3.head_object(Bucket="enc", Key="k")["ServerSideEncryption"] == "AES256"
+        assert got["ETag"] == '"' + hashlib.md5(data).hexdigest() + '"'  # SSE-S3: the MD5
+        copied = s3.copy_object(Bucket="enc", Key="copy", CopySource={"Bucket": "enc", "Key": "k"})
+        assert copied["ServerSideEncryption"] == "AES256"
+        assert copied["CopyObjectResult"]["ETag"] == got["ETag"]
+        upload = s3.create_multipart_upload(Bucket="enc", Key="mp")
+        assert upload["ServerSideEncryption"] == "AES256"
+        part = s3.upload_part(
+            Bucket="enc", Key="mp", UploadId=upload["UploadId"], PartNumber=1, Body=data
+        )
+        assert part["ServerSideEncryption"] == "AES256"
+        done = s3.complete_multipart_upload(
+            Bucket="enc", Key="mp", UploadId=upload["UploadId"],
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+        )  # fmt: skip
+        assert done["ServerSideEncryption"] == "AES256"
+        assert s3.get_object(Bucket="enc", Key="mp")["Body"].read() == data
+        assert _scan(gw.data) == []  # no plaintext on disk
+    finally:
+        gw.stop()
+    plain = start_gateway(tmp_path / "none", "aws", catalog=catalog, S3GW_DEFAULT_ENCRYPTION="none")
+    try:
+        s3 = plain.client()
+        s3.create_bucket(Bucket="plain")
+        assert "ServerSideEncryption" not in s3.put_object(Bucket="plain", Key="k", Body=data)
+        assert "ServerSideEncryption" not in s3.get_object(Bucket="plain", Key="k")
+        assert _scan(plain.data) != []
+        rules = s3.get_bucket_encryption(Bucket="plain")["ServerSideEncryptionConfiguration"]
+        assert rules["Rules"] == [{"BlockedEncryptionTypes": {"EncryptionType": ["SSE-C"]}}]
+    finally:
+        plain.stop()
 
 
 def test_dsse_kms_two_layers_echoed_and_round_trips(

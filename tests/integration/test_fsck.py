@@ -14,6 +14,17 @@ MIB = 2**20
 
 
 @pytest.fixture
+def fresh_gateway(tmp_path, catalog):
+    """Plaintext at rest: these tests corrupt blob files and read fsck's check of the bytes'
+    MD5; an encrypted object's check (its chunks' tags) is test_encryption's."""
+    server = GatewayProcess(
+        tmp_path / "data", {"S3GW_DEFAULT_ENCRYPTION": "none"}, catalog=catalog
+    ).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def populated(fresh_gateway):
     s3 = fresh_gateway.client()
     s3.create_bucket(Bucket="fsck")

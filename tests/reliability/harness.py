@@ -36,6 +36,7 @@ import botocore.exceptions
 import urllib3.exceptions
 from botocore.config import Config
 
+from gateway.store.crypto import stored_size
 from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 KiB = 1 << 10
@@ -396,16 +397,25 @@ def disk_usage(data: Path) -> tuple[int, int]:
     try:
         sizes = dict(conn.execute("SELECT id, size FROM blobs WHERE data IS NULL"))
         referenced: set[str] = set()
+        encrypted: set[str] = set()  # an extent with a sealed data key: its file is sealed
         manifests = (
             "SELECT manifest FROM objects UNION ALL SELECT manifest FROM versions "
             "UNION ALL SELECT manifest FROM parts"
         )
         for (manifest,) in conn.execute(manifests):
-            referenced.update(extent[0] for extent in json.loads(manifest))
+            for extent in json.loads(manifest):
+                referenced.add(extent[0])
+                if len(extent) > 3:
+                    encrypted.add(extent[0])
     finally:
         conn.close()
     on_disk = sum(p.stat().st_size for p in (data / "blobs").rglob("*") if p.is_file())
-    return on_disk, sum(size for blob, size in sizes.items() if blob in referenced)
+    needed = sum(
+        stored_size(size) if blob in encrypted else size
+        for blob, size in sizes.items()
+        if blob in referenced
+    )
+    return on_disk, needed
 
 
 def referenced_files(data: Path) -> set[Path]:

@@ -136,7 +136,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
     # elsewhere 409 BucketAlreadyOwnedByYou (the store's answer).
     existing = await ctx.store.get_bucket(name) if region == "us-east-1" else None
     if existing is None or existing.owner != me:
-        settings = writes.new_bucket_settings(ctx.settings.bucket_defaults, chosen, acl)
+        settings = writes.new_bucket_settings(ctx.settings, chosen, acl)
         try:
             await ctx.store.create_bucket(name, me, region, object_lock, settings)
             return web.Response(headers={"Location": "/" + name})

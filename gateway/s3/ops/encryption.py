@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import sse
+from .. import sse, writes
 from ..context import Context
 
 MAX_ENCRYPTION_XML = 64 * 1024
@@ -19,16 +19,18 @@ async def put_bucket_encryption(ctx: Context) -> web.StreamResponse:
 
 
 async def get_bucket_encryption(ctx: Context) -> web.StreamResponse:
-    # A bucket without a configuration encrypts nothing by default here, so it answers what
-    # AWS answered before every bucket had SSE-S3 (docs/encryption.md, "The default"): a
-    # header or document must never claim encryption that is not done. A new bucket whose
-    # only rule blocks SSE-C (sse.SSE_C_BLOCKED) answers that rule, with no algorithm.
+    # The bucket's rule as kept: a new bucket's is SSE-S3 (AWS's default), or under
+    # --default-encryption none the SSE-C block alone, with no algorithm; one without any
+    # (--bucket-defaults legacy, or made before) encrypts nothing by default and answers what
+    # AWS answered before every bucket had SSE-S3: a document must never claim encryption
+    # that is not done (docs/encryption.md, "The default").
     document = ctx.setting("encryption", "ServerSideEncryptionConfigurationNotFoundError")
     return web.Response(body=document.encode(), content_type="application/xml")
 
 
 async def delete_bucket_encryption(ctx: Context) -> web.StreamResponse:
-    await _store(ctx, sse.replace_configuration(_current(ctx), None))
+    default = writes.default_encryption(ctx.settings)
+    await _store(ctx, sse.replace_configuration(_current(ctx), None, default))
     return web.Response(status=204)
 
 
