@@ -24,7 +24,7 @@ from ...store.versions import DeleteMarker, is_version_id
 from .. import conditions, lifecycle, params, retention, sendfile, sse, writes, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error
-from ..middleware import BATCH_DELETED, REQUEST_ID
+from ..middleware import BATCH_DELETED, HOST_ID, REQUEST_ID
 from ..params import (
     attrs_from_headers,
     check_key,
@@ -67,11 +67,10 @@ def error_response(ctx: Context, exc: S3Error, headers: Mapping[str, str]) -> we
     """An error answered with headers of its own (the middleware renders the others)."""
     if ctx.request.method == "HEAD":
         return web.Response(status=exc.status, headers=headers)
-    resource = ctx.request.raw_path.partition("?")[0]
     return web.Response(
         status=exc.status,
         headers=headers,
-        body=exc.to_xml(resource, ctx.request[REQUEST_ID]),
+        body=exc.to_xml(ctx.request[REQUEST_ID], ctx.request[HOST_ID]),
         content_type="application/xml",
     )
 
