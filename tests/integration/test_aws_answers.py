@@ -6,6 +6,7 @@ reference, named beside it."""
 from __future__ import annotations
 
 import base64
+import re
 import socket
 import xml.etree.ElementTree as ET
 
@@ -175,3 +176,161 @@ def test_ids_differ_on_a_request_the_parser_refuses(gateway):
     fields = error_fields(reply)
     assert fields["Code"] == "BadRequest"
     assert_ids(reply, fields)
+
+
+# -- listings ----------------------------------------------------------------------------------
+
+WHOLE_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z")
+
+
+def document(reply: raw.Reply) -> ET.Element:
+    assert reply.status == 200, reply.body
+    return ET.fromstring(reply.body)
+
+
+def _ns(path: str) -> str:
+    return "/".join(NS + part if part not in (".", "..") else part for part in path.split("/"))
+
+
+def test_listed_objects_carry_checksum_algorithm_and_type(gateway, s3, bucket):
+    # No checksum sent: the object gets CRC64NVME, and the listing says so.
+    assert raw.signed("PUT", f"{gateway.url}/{bucket}/default", body=b"x").status == 200
+    s3.put_object(Bucket=bucket, Key="sha", Body=b"y", ChecksumAlgorithm="SHA256")
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="parts", ChecksumAlgorithm="CRC32")
+    uid = upload["UploadId"]
+    part = s3.upload_part(
+        Bucket=bucket, Key="parts", UploadId=uid, PartNumber=1, Body=b"z", ChecksumAlgorithm="CRC32"
+    )
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="parts",
+        UploadId=uid,
+        MultipartUpload={
+            "Parts": [
+                {"PartNumber": 1, "ETag": part["ETag"], "ChecksumCRC32": part["ChecksumCRC32"]}
+            ]
+        },
+    )
+    want = {
+        "default": ("CRC64NVME", "FULL_OBJECT"),
+        "parts": ("CRC32", "COMPOSITE"),
+        "sha": ("SHA256", "FULL_OBJECT"),
+    }
+    for query, entry in (("", "Contents"), ("list-type=2", "Contents"), ("versions", "Version")):
+        root = document(raw.signed("GET", f"{gateway.url}/{bucket}?{query}"))
+        got = {
+            el.findtext(NS + "Key"): (
+                el.findtext(NS + "ChecksumAlgorithm"),
+                el.findtext(NS + "ChecksumType"),
+            )
+            for el in root.iterfind(NS + entry)
+        }
+        assert got == want, query
+    # boto3 reads them (ChecksumAlgorithm is a list in its model).
+    listed = s3.list_objects_v2(Bucket=bucket)["Contents"]
+    assert [(o["ChecksumAlgorithm"], o["ChecksumType"]) for o in listed] == [
+        (["CRC64NVME"], "FULL_OBJECT"),
+        (["CRC32"], "COMPOSITE"),
+        (["SHA256"], "FULL_OBJECT"),
+    ]
+
+
+def test_listing_timestamps_are_whole_seconds(gateway, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+    s3.upload_part(Bucket=bucket, Key="m", UploadId=uid, PartNumber=1, Body=b"x")
+    seen = []
+    for query, path in (
+        ("", "Contents/LastModified"),
+        ("list-type=2", "Contents/LastModified"),
+        ("versions", "Version/LastModified"),
+        ("uploads", "Upload/Initiated"),
+    ):
+        root = document(raw.signed("GET", f"{gateway.url}/{bucket}?{query}"))
+        seen += [el.text for el in root.iterfind(_ns(path))]
+    root = document(raw.signed("GET", f"{gateway.url}/{bucket}/m?uploadId={uid}"))
+    seen += [el.text for el in root.iterfind(_ns("Part/LastModified"))]
+    root = document(raw.signed("GET", f"{gateway.url}/"))
+    seen += [el.text for el in root.iterfind(_ns("Buckets/Bucket/CreationDate"))]
+    assert len(seen) >= 6
+    assert all(WHOLE_SECONDS.fullmatch(text or "") for text in seen), seen
+
+
+def test_bucket_arn_in_list_buckets_create_and_head(gateway, s3):
+    created = s3.create_bucket(Bucket="arn-bucket-49")
+    assert created["BucketArn"] == "arn:aws:s3:::arn-bucket-49"
+    assert s3.head_bucket(Bucket="arn-bucket-49")["BucketArn"] == "arn:aws:s3:::arn-bucket-49"
+    listed = {b["Name"]: b for b in s3.list_buckets()["Buckets"]}
+    assert listed["arn-bucket-49"]["BucketArn"] == "arn:aws:s3:::arn-bucket-49"
+    assert all(b["BucketArn"] == f"arn:aws:s3:::{name}" for name, b in listed.items())
+
+
+def _uploads(gateway, bucket: str, query: str) -> ET.Element:
+    return document(raw.signed("GET", f"{gateway.url}/{bucket}?uploads" + (query and "&" + query)))
+
+
+def test_list_multipart_uploads_next_markers_always_and_never_a_prefix(gateway, s3, bucket):
+    # None listed: both markers are there, empty.
+    root = _uploads(gateway, bucket, "")
+    assert (root.find(NS + "NextKeyMarker").text, root.find(NS + "NextUploadIdMarker").text) == (
+        None,
+        None,
+    )
+    ids = {
+        k: s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"] for k in ("a", "b/1", "c")
+    }
+    # Not truncated: the last upload listed.
+    root = _uploads(gateway, bucket, "")
+    assert root.findtext(NS + "IsTruncated") == "false"
+    assert (root.findtext(NS + "NextKeyMarker"), root.findtext(NS + "NextUploadIdMarker")) == (
+        "c",
+        ids["c"],
+    )
+    # With a delimiter: the last upload's key, not the common prefix listed after it.
+    root = _uploads(gateway, bucket, "delimiter=/&max-uploads=2")
+    assert root.findtext(NS + "IsTruncated") == "true"
+    assert texts_of(root, "CommonPrefixes/Prefix") == ["b/"]
+    assert (root.findtext(NS + "NextKeyMarker"), root.findtext(NS + "NextUploadIdMarker")) == (
+        "a",
+        ids["a"],
+    )
+    # A page of common prefixes only: empty markers (AWS's list-multiparts-start).
+    root = _uploads(gateway, bucket, "delimiter=/&max-uploads=1&prefix=b")
+    assert texts_of(root, "CommonPrefixes/Prefix") == ["b/"]
+    assert root.find(NS + "NextKeyMarker") is not None
+    assert (root.findtext(NS + "NextKeyMarker"), root.findtext(NS + "NextUploadIdMarker")) == (
+        "",
+        "",
+    )
+
+
+def texts_of(root: ET.Element, path: str) -> list[str]:
+    return [el.text or "" for el in root.iterfind(_ns(path))]
+
+
+def test_list_parts_next_part_number_marker_is_the_last_listed_or_zero(gateway, s3, bucket):
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+    for n in (1, 2):
+        s3.upload_part(Bucket=bucket, Key="m", UploadId=uid, PartNumber=n, Body=b"part")
+    page = s3.list_parts(Bucket=bucket, Key="m", UploadId=uid)
+    assert (page["PartNumberMarker"], page["NextPartNumberMarker"]) == (0, 2)
+    # Past the last part: none listed, NextPartNumberMarker 0 (AWS's list-parts-wrong-part).
+    page = s3.list_parts(Bucket=bucket, Key="m", UploadId=uid, PartNumberMarker=10, MaxParts=1)
+    assert "Parts" not in page
+    assert (page["PartNumberMarker"], page["NextPartNumberMarker"]) == (10, 0)
+
+
+def test_list_parts_takes_empty_max_parts_and_marker_as_absent(gateway, s3, bucket):
+    # AWS answers 200 with MaxParts 1000 and PartNumberMarker 0 (LocalStack's
+    # test_list_parts_empty_part_number_marker, recorded against AWS).
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+    s3.upload_part(Bucket=bucket, Key="m", UploadId=uid, PartNumber=1, Body=b"data")
+    for query in ("part-number-marker=", "max-parts=", "max-parts=&part-number-marker="):
+        reply = raw.signed("GET", f"{gateway.url}/{bucket}/m?uploadId={uid}&{query}")
+        root = document(reply)
+        assert (
+            root.findtext(NS + "MaxParts"),
+            root.findtext(NS + "PartNumberMarker"),
+            root.findtext(NS + "NextPartNumberMarker"),
+            texts_of(root, "Part/PartNumber"),
+        ) == ("1000", "0", "1", ["1"]), query

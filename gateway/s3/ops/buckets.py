@@ -19,6 +19,12 @@ from ..errors import S3Error, invalid_argument
 from ..names import valid_bucket_name
 
 
+def bucket_arn(name: str) -> str:
+    """A general purpose bucket's ARN, which AWS answers in ListBuckets' BucketArn and in
+    CreateBucket's and HeadBucket's x-amz-bucket-arn (LocalStack's recordings, Feb 2026)."""
+    return f"arn:aws:s3:::{name}"
+
+
 def _xml(body: bytes, status: int = 200) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/xml")
 
@@ -61,8 +67,9 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
                             "Bucket",
                             [
                                 ("Name", b.name),
-                                ("CreationDate", xml.iso8601(b.created_ns)),
+                                ("CreationDate", xml.iso8601_seconds(b.created_ns)),
                                 ("BucketRegion", b.region),
+                                ("BucketArn", bucket_arn(b.name)),
                             ],
                         )
                         for b in buckets
@@ -139,7 +146,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
         settings = writes.new_bucket_settings(ctx.settings.bucket_defaults, chosen, acl)
         try:
             await ctx.store.create_bucket(name, me, region, object_lock, settings)
-            return web.Response(headers={"Location": "/" + name})
+            return web.Response(headers=_created(name))
         except StoreError as exc:
             # Created by the same owner since the look-up: a re-create after all.
             if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
@@ -147,13 +154,19 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
         existing = await ctx.store.get_bucket(name)
     if existing is not None:
         await _reset_acl(ctx, existing, acl)
-    return web.Response(headers={"Location": "/" + name})
+    return web.Response(headers=_created(name))
+
+
+def _created(name: str) -> dict[str, str]:
+    return {"Location": "/" + name, "x-amz-bucket-arn": bucket_arn(name)}
 
 
 async def head_bucket(ctx: Context) -> web.StreamResponse:
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
-    return web.Response(headers={"x-amz-bucket-region": bucket.region})
+    return web.Response(
+        headers={"x-amz-bucket-region": bucket.region, "x-amz-bucket-arn": bucket_arn(bucket.name)}
+    )
 
 
 async def delete_bucket(ctx: Context) -> web.StreamResponse:
