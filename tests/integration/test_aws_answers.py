@@ -10,12 +10,13 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 
+import pytest
 from botocore.auth import S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from tests import raw
-from tests.server import ACCESS_KEY, SECRET_KEY
+from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -334,3 +335,62 @@ def test_list_parts_takes_empty_max_parts_and_marker_as_absent(gateway, s3, buck
             root.findtext(NS + "NextPartNumberMarker"),
             texts_of(root, "Part/PartNumber"),
         ) == ("1000", "0", "1", ["1"]), query
+
+
+# -- DisplayName -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def legacy_gateway(tmp_path_factory, module_catalog):
+    """A gateway with the older bucket defaults, as the s3-tests runner starts it."""
+    server = GatewayProcess(
+        tmp_path_factory.mktemp("legacy"),
+        {"S3GW_BUCKET_DEFAULTS": "legacy"},
+        catalog=module_catalog,
+    ).start()
+    yield server
+    server.stop()
+
+
+def _owner_documents(url: str, client, bucket: str) -> dict[str, ET.Element]:
+    """Every answer that names an owner or grantee, by operation."""
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key="k", Body=b"x")
+    uid = client.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+    client.upload_part(Bucket=bucket, Key="m", UploadId=uid, PartNumber=1, Body=b"x")
+    queries = {
+        "ListBuckets": "/",
+        "ListObjects": f"/{bucket}",
+        "ListObjectsV2": f"/{bucket}?fetch-owner=true&list-type=2",
+        "ListObjectVersions": f"/{bucket}?versions",
+        "ListMultipartUploads": f"/{bucket}?uploads",
+        "ListParts": f"/{bucket}/m?uploadId={uid}",
+        "GetBucketAcl": f"/{bucket}?acl",
+        "GetObjectAcl": f"/{bucket}/k?acl",
+    }
+    return {name: document(raw.signed("GET", url + path)) for name, path in queries.items()}
+
+
+def _named(root: ET.Element, tag: str) -> list[ET.Element]:
+    return [el for el in root.iter(NS + tag)]
+
+
+def test_owners_and_grantees_have_no_display_name(gateway, s3):
+    documents = _owner_documents(gateway.url, s3, "display-name-aws")
+    for name, root in documents.items():
+        owners = _named(root, "Owner") + _named(root, "Grantee")
+        assert owners, name
+        assert all(el.find(NS + "ID") is not None for el in owners), name
+        assert all(el.find(NS + "DisplayName") is None for el in owners), name
+    # An upload's Initiator is still named (AWS's recordings, Feb 2026).
+    for name in ("ListMultipartUploads", "ListParts"):
+        (initiator, *_) = _named(documents[name], "Initiator")
+        assert initiator.findtext(NS + "DisplayName"), name
+
+
+def test_legacy_defaults_keep_display_name(legacy_gateway):
+    documents = _owner_documents(legacy_gateway.url, legacy_gateway.client(), "display-name-old")
+    for name, root in documents.items():
+        owners = _named(root, "Owner") + _named(root, "Grantee") + _named(root, "Initiator")
+        assert owners, name
+        assert all(el.findtext(NS + "DisplayName") for el in owners), name

@@ -206,7 +206,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Bucket", ctx.bucket),
             ("Key", key),
             ("UploadId", upload.id),
-            ("Initiator", ctx.owner(upload.owner)),
+            ("Initiator", ctx.initiator(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
             # The upload's checksum, as AWS's ListPartsResult names it.
@@ -263,15 +263,14 @@ async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
         ("IsTruncated", page.truncated),
     ]
     for u in page.uploads:
-        owner = ctx.owner(u.owner)
         nodes.append(
             (
                 "Upload",
                 [
                     ("Key", encode(u.key)),
                     ("UploadId", u.id),
-                    ("Initiator", owner),
-                    ("Owner", owner),
+                    ("Initiator", ctx.initiator(u.owner)),
+                    ("Owner", ctx.owner(u.owner)),
                     ("StorageClass", "STANDARD"),
                     ("Initiated", xml.iso8601_seconds(u.initiated_ns)),
                     # The upload's checksum, as AWS lists it.
