@@ -78,6 +78,8 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "The content of the form does not meet the conditions specified in the policy document.",
     ),
+    # A GET of an archived object (GLACIER, DEEP_ARCHIVE) not restored.
+    "InvalidObjectState": (403, "The operation is not valid for the object's storage class"),
     "InvalidPart": (
         400,
         "One or more of the specified parts could not be found.  The part may not have been "

@@ -394,3 +394,91 @@ def test_legacy_defaults_keep_display_name(legacy_gateway):
         owners = _named(root, "Owner") + _named(root, "Grantee") + _named(root, "Initiator")
         assert owners, name
         assert all(el.findtext(NS + "DisplayName") for el in owners), name
+
+
+# -- smaller ones ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("archive", ["GLACIER", "DEEP_ARCHIVE"])
+def test_an_archived_object_is_kept_and_its_get_refused(gateway, s3, bucket, archive):
+    s3.put_object(Bucket=bucket, Key="cold", Body=b"frozen", StorageClass=archive)
+    assert s3.head_object(Bucket=bucket, Key="cold")["StorageClass"] == archive
+    root = document(raw.signed("GET", f"{gateway.url}/{bucket}?list-type=2"))
+    assert texts_of(root, "Contents/StorageClass") == [archive]
+    reply = raw.signed("GET", f"{gateway.url}/{bucket}/cold")
+    fields = error_fields(reply)
+    assert (reply.status, fields["Code"], fields["StorageClass"]) == (
+        403,
+        "InvalidObjectState",
+        archive,
+    )
+    assert fields["Message"] == "The operation is not valid for the object's storage class"
+    assert reply.headers["x-amz-storage-class"] == archive
+    assert b"frozen" not in reply.body
+    # No RestoreObject here: a copy onto itself in another class brings it back (README).
+    s3.copy_object(
+        Bucket=bucket,
+        Key="cold",
+        CopySource=f"{bucket}/cold",
+        StorageClass="STANDARD",
+        MetadataDirective="REPLACE",
+    )
+    assert s3.get_object(Bucket=bucket, Key="cold")["Body"].read() == b"frozen"
+    # GLACIER_IR is read at once.
+    s3.put_object(Bucket=bucket, Key="ir", Body=b"instant", StorageClass="GLACIER_IR")
+    assert s3.get_object(Bucket=bucket, Key="ir")["Body"].read() == b"instant"
+
+
+def test_create_bucket_tags_are_the_buckets_tags(s3):
+    s3.create_bucket(
+        Bucket="tagged-at-birth",
+        CreateBucketConfiguration={
+            "Tags": [{"Key": "team", "Value": "storage"}, {"Key": "empty", "Value": ""}]
+        },
+    )
+    assert s3.get_bucket_tagging(Bucket="tagged-at-birth")["TagSet"] == [
+        {"Key": "empty", "Value": ""},
+        {"Key": "team", "Value": "storage"},
+    ]
+
+
+def test_create_bucket_tags_are_checked(gateway):
+    body = (
+        b"<CreateBucketConfiguration><Tags><Tag><Key>aws:x</Key><Value>v</Value></Tag>"
+        b"</Tags></CreateBucketConfiguration>"
+    )
+    reply = raw.signed("PUT", f"{gateway.url}/tags-refused-49", body=body)
+    assert (reply.status, reply.code) == (400, "InvalidTag")
+    assert raw.signed("HEAD", f"{gateway.url}/tags-refused-49").status == 404
+
+
+def test_empty_tag_values_are_accepted(gateway, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="h", Body=b"x", Tagging="empty=&bare")
+    assert s3.get_object_tagging(Bucket=bucket, Key="h")["TagSet"] == [
+        {"Key": "bare", "Value": ""},
+        {"Key": "empty", "Value": ""},
+    ]
+    body = b"<Tagging><TagSet><Tag><Key>k</Key><Value/></Tag></TagSet></Tagging>"
+    for path in (f"/{bucket}/h?tagging", f"/{bucket}?tagging"):
+        assert raw.signed("PUT", gateway.url + path, body=body).status in (200, 204)
+    assert s3.get_object_tagging(Bucket=bucket, Key="h")["TagSet"] == [{"Key": "k", "Value": ""}]
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == [{"Key": "k", "Value": ""}]
+
+
+def test_complete_of_an_unknown_upload_is_no_such_upload_whatever_the_body(gateway, bucket):
+    reply = raw.signed("POST", f"{gateway.url}/{bucket}/k?uploadId=no-such-upload", body=b"junk")
+    fields = error_fields(reply)
+    assert (reply.status, fields["Code"], fields["UploadId"]) == (
+        404,
+        "NoSuchUpload",
+        "no-such-upload",
+    )
+
+
+def test_get_bucket_location_of_us_east_1_is_an_empty_element(gateway, bucket):
+    reply = raw.signed("GET", f"{gateway.url}/{bucket}?location")
+    assert reply.status == 200
+    assert reply.body == (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n'
+        b'<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>'
+    )

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_NUMBER, MAX_PART_SIZE
-from ...store import Upload
+from ...store import StoreError, Upload
 from ...store.model import NULL_VERSION
 from .. import checksums, retention, sse, writes, xml
 from ..context import Context
@@ -116,6 +116,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.upload_id
     condition = await write_condition(ctx)
+    upload = await _upload_to_complete(ctx, upload_id, key)
     root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML), COMPLETE_ELEMENTS)
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
@@ -134,7 +135,8 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     customer_key = sse.request_key(ctx)
     if customer_key is not None:
         # Complete needs no key (AWS), but one it is given must be the upload's.
-        upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
+        if upload is None:
+            upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
         sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
     obj = await writes.complete(
@@ -156,6 +158,25 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     # Complete carries no key; the answer names the encryption, SSE-C's key MD5 included.
     response.headers.update(sse.echo(obj.attrs))
     return response
+
+
+async def _upload_to_complete(ctx: Context, upload_id: str, key: str) -> Upload | None:
+    """The upload a Complete names; None when it is done already and made the current object
+    (a retried Complete is answered with that object, as AWS does). An unknown upload is
+    NoSuchUpload before the body is read (or invited), whatever the body holds, as AWS
+    answers it."""
+    try:
+        return await ctx.store.get_upload(upload_id, ctx.bucket, key)
+    except StoreError as exc:
+        if exc.code != "NoSuchUpload":
+            raise
+        try:
+            done = await ctx.store.head_object(ctx.bucket, key)
+        except StoreError:
+            raise exc from None
+        if done.upload_id != upload_id:
+            raise
+        return None
 
 
 def checksum_nodes(headers: Mapping[str, str]) -> list[xml.Node]:

@@ -193,6 +193,11 @@ async def put_object(ctx: Context) -> web.StreamResponse:
 # --- GetObject / HeadObject ----------------------------------------------------------------------
 
 
+# The storage classes whose objects must be restored before they are read (GLACIER_IR reads
+# at once).
+ARCHIVED = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
 async def get_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     try:
@@ -202,6 +207,13 @@ async def get_object(ctx: Context) -> web.StreamResponse:
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
     try:
+        archived = reader.info.attrs.headers.get("x-amz-storage-class")
+        if archived in ARCHIVED:
+            # AWS keeps an archived object's class and refuses its GET until it is restored
+            # (HEAD answers): LocalStack's test_put_object_storage_class[GLACIER-False],
+            # recorded Feb 2026. The gateway has no RestoreObject; README says what to do.
+            error = S3Error("InvalidObjectState", StorageClass=archived)
+            return error_response(ctx, error, {"x-amz-storage-class": archived})
         return await _send_object(ctx, reader)
     finally:
         reader.close()
