@@ -389,6 +389,7 @@ class Authenticator:
             AWSAccessKeyId=user.access_key,
             StringToSign=sigv4.printable(first),
             SignatureProvided=sigv4.printable(provided),
+            StringToSignBytes=sigv4.spelled_bytes(first),
         )
 
     # -- a POST form's signed policy --------------------------------------------------------
@@ -580,7 +581,9 @@ class Authenticator:
             AWSAccessKeyId=credential.access_key,
             StringToSign=string_to_sign,
             SignatureProvided=sigv4.printable(claim.signature),
+            StringToSignBytes=sigv4.spelled_bytes(string_to_sign),
             CanonicalRequest=sigv4.printable(canonical_request),
+            CanonicalRequestBytes=sigv4.spelled_bytes(canonical_request),
         )
 
 

@@ -142,5 +142,16 @@ class Context:
         return replace(attrs, owner=self.object_owner, acl=self.object_acl, **changes)
 
     def owner(self, canonical_id: str) -> list[Node]:
+        """An Owner or ACL grantee: its ID alone, as AWS has answered since November 2025
+        (DisplayName dropped: the Owner API page; LocalStack's recordings of Feb 2026); with
+        its DisplayName under --bucket-defaults legacy, for the suites that still read it
+        (ceph's s3-tests check_grants)."""
+        if self.settings.bucket_defaults != "legacy":
+            return [("ID", canonical_id)]
+        return self.initiator(canonical_id)
+
+    def initiator(self, canonical_id: str) -> list[Node]:
+        """A multipart upload's Initiator: AWS still names it (ID and DisplayName, in
+        ListParts and ListMultipartUploads as recorded in Feb 2026)."""
         user = self.users_by_id.get(canonical_id)
         return [("ID", canonical_id), ("DisplayName", user.display_name if user else None)]

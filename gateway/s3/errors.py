@@ -78,6 +78,8 @@ CODES: dict[str, tuple[int, str]] = {
         400,
         "The content of the form does not meet the conditions specified in the policy document.",
     ),
+    # A GET of an archived object (GLACIER, DEEP_ARCHIVE) not restored.
+    "InvalidObjectState": (403, "The operation is not valid for the object's storage class"),
     "InvalidPart": (
         400,
         "One or more of the specified parts could not be found.  The part may not have been "
@@ -214,17 +216,17 @@ class S3Error(Exception):
         self.fields = {k: str(v) for k, v in fields.items() if v is not None}
         super().__init__(f"{code}: {self.message}")
 
-    def to_xml(self, resource: str | None, request_id: str) -> bytes:
-        """The <Error> document; no <Resource> when there is none (a request that did not
-        parse has no path)."""
+    def to_xml(self, request_id: str, host_id: str) -> bytes:
+        """The <Error> document: Code, Message, the code's own fields, RequestId and HostId
+        (the x-amz-request-id and x-amz-id-2 of the answer). No <Resource>: AWS sends none
+        (LocalStack's recordings of AWS, Feb 2026)."""
         # The same escaping as every other document: a field may echo a key holding control
         # characters (NoSuchKey), which must not go out as raw bytes.
         extra = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in self.fields.items())
         return (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
             f"<Error><Code>{self.code}</Code><Message>{escape(self.message)}</Message>"
-            f"{extra}{'' if resource is None else f'<Resource>{escape(resource)}</Resource>'}"
-            f"<RequestId>{request_id}</RequestId><HostId>{request_id}</HostId></Error>"
+            f"{extra}<RequestId>{request_id}</RequestId><HostId>{host_id}</HostId></Error>"
         ).encode("utf-8", "replace")  # a field may echo undecodable request bytes
 
 

@@ -251,7 +251,7 @@ def from_xml(root: Element, known: Callable[[str], bool]) -> Acl:
 
 def render(acl: Acl, owner_nodes: Callable[[str], list[xml.Node]]) -> bytes:
     """The AccessControlPolicy document GetBucketAcl and GetObjectAcl answer. `owner_nodes`
-    renders a canonical user (ID and DisplayName)."""
+    renders a canonical user (its ID, and its DisplayName where that is kept)."""
     return xml.render(
         "AccessControlPolicy",
         [

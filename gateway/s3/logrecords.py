@@ -25,6 +25,7 @@ from .middleware import (
     BUCKET,
     COPY_SOURCE,
     ERROR_CODE,
+    HOST_ID,
     OPERATION,
     REQUEST_ID,
     REQUESTER,
@@ -148,7 +149,7 @@ def _record(
         referer=headers.get("Referer"),
         user_agent=headers.get("User-Agent"),
         version_id=response.headers.get("x-amz-version-id") or request.query.get("versionId"),
-        host_id=request.get(REQUEST_ID, "-"),
+        host_id=request.get(HOST_ID, "-"),  # the answer's x-amz-id-2
         signature_version=signature,
         cipher_suite=ssl_object.cipher()[0] if ssl_object is not None else None,
         auth_type=auth_type,

@@ -6,6 +6,7 @@ access log line and the metrics, and the headers of every answer.
 
 from __future__ import annotations
 
+import base64
 import errno
 import logging
 import secrets
@@ -47,10 +48,18 @@ SERVER = "s3gw"
 
 
 def new_request_id() -> str:
+    """x-amz-request-id: 16 upper-case hex digits, as AWS's."""
     return secrets.token_hex(8).upper()
 
 
+def new_host_id() -> str:
+    """x-amz-id-2, AWS's "extended request id": a value of its own beside the request id (not
+    a copy of it), an opaque base64 token as long as AWS's (76 characters)."""
+    return base64.b64encode(secrets.token_bytes(56)).decode()
+
+
 REQUEST_ID = web.RequestKey("request_id", str)
+HOST_ID = web.RequestKey("host_id", str)
 OPERATION = web.RequestKey("operation", str)
 TARGET = web.RequestKey("target", Endpoint)
 USER = web.RequestKey("user", str)
@@ -95,6 +104,7 @@ class S3Middleware:
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         request_id = new_request_id()
         request[REQUEST_ID] = request_id
+        request[HOST_ID] = new_host_id()
         started_at = time.perf_counter()
         try:
             response = await self.dispatch(request)
@@ -197,10 +207,9 @@ class S3Middleware:
         if request.method == "HEAD":
             # HEAD answers carry no body; the status says it all (boto3 reports "404").
             return web.Response(status=exc.status)
-        resource = request.raw_path.partition("?")[0]
         return web.Response(
             status=exc.status,
-            body=exc.to_xml(resource, request_id),
+            body=exc.to_xml(request_id, request[HOST_ID]),
             content_type="application/xml",
         )
 
@@ -209,7 +218,7 @@ async def on_response_prepare(request: web.Request, response: web.StreamResponse
     request_id = request.get(REQUEST_ID)
     if request_id is not None:
         response.headers["x-amz-request-id"] = request_id
-        response.headers["x-amz-id-2"] = request_id
+        response.headers["x-amz-id-2"] = request.get(HOST_ID) or new_host_id()
     response.headers["Server"] = SERVER
     add_cors_headers(request, response)
     # A body we did not read (an error answered before it, or an `Expect: 100-continue` body

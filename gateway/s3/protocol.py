@@ -26,7 +26,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from .. import metrics
 from .errors import S3Error
-from .middleware import SERVER, Handler, new_request_id
+from .middleware import SERVER, Handler, new_host_id, new_request_id
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class S3RequestHandler(RequestHandler):
         if request.writer.output_size > 0:
             # An answer is under way: nothing more can be said. Whoever started it logged why.
             raise ConnectionError("the response had started; the connection is dropped")
-        request_id = new_request_id()
+        request_id, host_id = new_request_id(), new_host_id()
         if status == 400:
             error = parse_error(exc)
             log.info(
@@ -81,9 +81,9 @@ class S3RequestHandler(RequestHandler):
         request._version = HttpVersion11
         response = web.Response(
             status=error.status,
-            body=error.to_xml(None, request_id),
+            body=error.to_xml(request_id, host_id),
             content_type="application/xml",
-            headers={"Server": SERVER, "x-amz-request-id": request_id, "x-amz-id-2": request_id},
+            headers={"Server": SERVER, "x-amz-request-id": request_id, "x-amz-id-2": host_id},
         )
         # What follows on this connection cannot be framed: close it (Connection: close).
         response.force_close()

@@ -190,6 +190,13 @@ def printable(text: str) -> str:
     return wire_bytes(text).decode("utf-8", "replace")
 
 
+def spelled_bytes(text: str) -> str:
+    """StringToSignBytes, CanonicalRequestBytes: the bytes the gateway signed, each as two
+    lower-case hex digits, space-separated ("41 57 53 34 ..."), as AWS's SignatureDoesNotMatch
+    spells them; they show what a printed string hides (a \r, a trailing space, an odd byte)."""
+    return wire_bytes(text).hex(" ")
+
+
 def header_values(headers: Mapping[str, str]) -> dict[str, list[str]]:
     """Lowercase name -> every value sent, in order.
 

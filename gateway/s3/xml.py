@@ -51,6 +51,14 @@ def iso8601(ns: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ns // 1_000_000 % 1000:03d}Z"
 
 
+def iso8601_seconds(ns: int) -> str:
+    """Timestamps in listings (ListObjects, ListObjectVersions, ListBuckets,
+    ListMultipartUploads, ListParts): whole seconds, ".000Z", as AWS writes them there
+    (LocalStack's test_s3_list_*_timestamp_precision, run against AWS)."""
+    dt = datetime.datetime.fromtimestamp(ns // 1_000_000_000, datetime.UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 

@@ -127,9 +127,13 @@ class Buckets(StoreCore):
         unfinished multipart uploads go with it."""
 
         async def commit(tx: CatalogTx) -> None:
-            await require_bucket(tx, name)
+            bucket = await require_bucket(tx, name)
             if not await tx.bucket_is_empty(name):
-                raise errors.BucketNotEmpty(BucketName=name)
+                # A bucket that has had versioning says what may be left (AWS's recording).
+                raise errors.BucketNotEmpty(
+                    errors.NOT_EMPTY_VERSIONED if bucket.versioning is not None else "",
+                    BucketName=name,
+                )
             for upload_id in await tx.upload_ids(name):
                 for part in await tx.delete_upload(upload_id):
                     await tx.release(part.extents)

@@ -25,6 +25,13 @@ class BucketNotEmpty(StoreError):
     code = "BucketNotEmpty"
 
 
+# AWS's message for a bucket that has had versioning (its older versions and delete markers
+# count): LocalStack's recording test_delete_versioned_bucket_with_objects, Feb 2026.
+NOT_EMPTY_VERSIONED = (
+    "The bucket you tried to delete is not empty. You must delete all versions in the bucket."
+)
+
+
 class BucketAlreadyExists(StoreError):
     code = "BucketAlreadyExists"
 

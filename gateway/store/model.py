@@ -163,6 +163,10 @@ class ListEntry:
     version_id: str = NULL_VERSION
     delete_marker: bool = False
     is_latest: bool = True
+    # What a listing shows of the object's attrs: its stored checksum headers
+    # (x-amz-checksum-crc64nvme, x-amz-checksum-type...) and its storage class, if one was set.
+    checksums: tuple[tuple[str, str], ...] = ()
+    storage_class: str | None = None
 
 
 @dataclass(frozen=True)

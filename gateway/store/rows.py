@@ -33,7 +33,9 @@ ROW_COLUMNS = "size, etag, content_md5, mtime_ns, attrs, manifest, parts, upload
 OBJECT_COLUMNS = f"key, {ROW_COLUMNS}, version_id"
 VERSION_COLUMNS = f"key, {ROW_COLUMNS}, seq, is_null, marker"
 # What a scan of the versions table reads of each row (version_entry).
-VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns"
+VERSION_ENTRY_COLUMNS = "key, seq, is_null, marker, size, etag, mtime_ns, attrs"
+# What a scan of the objects table reads of each row (object_entry).
+OBJECT_ENTRY_COLUMNS = "key, size, etag, mtime_ns, version_id, attrs"
 _BUCKET_WIDTH = len(BUCKET_COLUMNS.split(", "))
 UPLOAD_COLUMNS = "id, bucket, key, initiated_ns, owner, attrs, lock"
 PART_COLUMNS = "number, size, etag, mtime_ns, manifest, checksum"
@@ -231,13 +233,45 @@ def _info(bucket: str, row: Sequence[Any], version_id: str, marker: bool) -> Obj
     )
 
 
+def _listed(attrs: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The checksums and storage class a listing shows, from a row's attrs."""
+    a = json.loads(attrs)
+    return tuple(a.get("checksums", {}).items()), a["headers"].get("x-amz-storage-class")
+
+
+def object_entry(row: Sequence[Any]) -> tuple[Cursor, ListEntry]:
+    """A row of OBJECT_ENTRY_COLUMNS, with its position (key bytes,)."""
+    key, size, etag, mtime_ns, version_id, attrs = row
+    key = bytes(key)
+    checksums, storage_class = _listed(attrs)
+    entry = ListEntry(
+        key.decode(),
+        size,
+        etag,
+        mtime_ns,
+        version_id or NULL_VERSION,
+        checksums=checksums,
+        storage_class=storage_class,
+    )
+    return (key,), entry
+
+
 def version_entry(row: Sequence[Any]) -> tuple[Cursor, ListEntry]:
     """A row of VERSION_ENTRY_COLUMNS, with its position (key bytes, seq); not the latest
     (the Store decides which version is)."""
-    key, seq, is_null, marker, size, etag, mtime_ns = row
+    key, seq, is_null, marker, size, etag, mtime_ns, attrs = row
     version_id = NULL_VERSION if is_null else seq
+    checksums, storage_class = _listed(attrs) if not marker else ((), None)
     entry = ListEntry(
-        bytes(key).decode(), size, etag, mtime_ns, version_id, bool(marker), is_latest=False
+        bytes(key).decode(),
+        size,
+        etag,
+        mtime_ns,
+        version_id,
+        bool(marker),
+        is_latest=False,
+        checksums=checksums,
+        storage_class=storage_class,
     )
     return (bytes(key), seq), entry
 

@@ -91,7 +91,7 @@ def test_error_document_shape(gateway, bucket):
     assert reply.code == "NoSuchKey"
     request_id = reply.headers["x-amz-request-id"]
     assert f"<RequestId>{request_id}</RequestId>".encode() in reply.body
-    assert f"<Resource>/{bucket}/missing</Resource>".encode() in reply.body
+    assert b"<Resource>" not in reply.body  # AWS's errors carry none
     assert ACCESS_KEY.encode() not in reply.body
 
 

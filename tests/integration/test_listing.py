@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote_plus
@@ -227,6 +229,10 @@ def test_aws_cli_ls_and_sync(gateway, s3, bucket, tmp_path):
     for rel in ["a.txt", "dir/b.txt", "dir/sub/c.txt", "space name.txt"]:
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         (source / rel).write_text(rel)
+        # Files older than their upload, as files to sync are: a listing's LastModified is
+        # in whole seconds (as AWS's), and aws-cli takes a local file modified later within
+        # the same second as newer than its copy.
+        os.utime(source / rel, (time.time() - 60,) * 2)
     out = awscli.run(gateway.url, "s3", "sync", str(source), f"s3://{bucket}/tree")
     assert out.returncode == 0, out.stderr
     out = awscli.run(gateway.url, "s3", "ls", "--recursive", f"s3://{bucket}")

@@ -980,7 +980,7 @@ def test_errors_echoing_non_utf8_bytes_still_render(
     alteration: Callable[[SignedRequest], SignedRequest], code: str
 ) -> None:
     error = rejects(alteration(base_request()), code)
-    body = error.to_xml("/bucket/key", "request-id").decode()
+    body = error.to_xml("request-id", "host-id").decode()
     assert "caf\ufffd" in body
 
 

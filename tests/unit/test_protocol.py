@@ -51,6 +51,6 @@ def test_the_log_line_is_one_line_without_the_caret() -> None:
 
 
 def test_the_error_document_has_no_resource() -> None:
-    body = parse_error(None).to_xml(None, "ID")
+    body = parse_error(None).to_xml("ID", "HOST")
     assert b"<Resource>" not in body
-    assert body.endswith(b"<RequestId>ID</RequestId><HostId>ID</HostId></Error>")
+    assert body.endswith(b"<RequestId>ID</RequestId><HostId>HOST</HostId></Error>")

@@ -7,16 +7,23 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable
+from xml.etree.ElementTree import Element
 
 from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
 from ...store import Bucket, StoreError
-from .. import grants, writes, xml
+from .. import grants, tagging, writes, xml
 from ..authorize import ACL, OWNERSHIPS, acls_enabled, public_access_block
 from ..context import Context
 from ..errors import S3Error, invalid_argument
 from ..names import valid_bucket_name
+
+
+def bucket_arn(name: str) -> str:
+    """A general purpose bucket's ARN, which AWS answers in ListBuckets' BucketArn and in
+    CreateBucket's and HeadBucket's x-amz-bucket-arn (LocalStack's recordings, Feb 2026)."""
+    return f"arn:aws:s3:::{name}"
 
 
 def _xml(body: bytes, status: int = 200) -> web.Response:
@@ -61,8 +68,9 @@ async def list_buckets(ctx: Context) -> web.StreamResponse:
                             "Bucket",
                             [
                                 ("Name", b.name),
-                                ("CreationDate", xml.iso8601(b.created_ns)),
+                                ("CreationDate", xml.iso8601_seconds(b.created_ns)),
                                 ("BucketRegion", b.region),
+                                ("BucketArn", bucket_arn(b.name)),
                             ],
                         )
                         for b in buckets
@@ -115,6 +123,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
     object_lock = ctx.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true"
     body = await ctx.read_xml(MAX_BUCKET_XML)
     region = ctx.settings.region
+    tags: tagging.TagSet = ()
     if body.strip():
         root = xml.parse(body)
         if root.tag != "CreateBucketConfiguration":
@@ -130,6 +139,7 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
                     f"The {constraint} location constraint is incompatible for the region "
                     "specific endpoint this request was sent to.",
                 )
+        tags = _tags(root)
     acl, chosen = _requested_access(ctx)
     me = ctx.user.canonical_id
     # AWS, in us-east-1 only: re-creating a bucket you own answers 200 and resets its ACL;
@@ -137,9 +147,11 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
     existing = await ctx.store.get_bucket(name) if region == "us-east-1" else None
     if existing is None or existing.owner != me:
         settings = writes.new_bucket_settings(ctx.settings, chosen, acl)
+        if tags:
+            settings["tagging"] = tagging.encode(tags)
         try:
             await ctx.store.create_bucket(name, me, region, object_lock, settings)
-            return web.Response(headers={"Location": "/" + name})
+            return web.Response(headers=_created(name))
         except StoreError as exc:
             # Created by the same owner since the look-up: a re-create after all.
             if exc.code != "BucketAlreadyOwnedByYou" or region != "us-east-1":
@@ -147,13 +159,36 @@ async def create_bucket(ctx: Context) -> web.StreamResponse:
         existing = await ctx.store.get_bucket(name)
     if existing is not None:
         await _reset_acl(ctx, existing, acl)
-    return web.Response(headers={"Location": "/" + name})
+    return web.Response(headers=_created(name))
+
+
+def _tags(root: Element) -> tagging.TagSet:
+    """CreateBucketConfiguration's Tags: the new bucket's tags, as PutBucketTagging would set
+    them (API_CreateBucketConfiguration.html), checked by the same rules."""
+    listed = root.find("Tags")
+    if listed is None:
+        return ()
+    tags: list[tuple[str, str]] = []
+    for tag in listed:
+        key, value = xml.child_text(tag, "Key"), xml.child_text(tag, "Value")
+        if tag.tag != "Tag" or key is None or value is None:
+            raise S3Error("MalformedXML")
+        tags.append((key, value))
+    if len({k for k, _ in tags}) != len(tags):
+        raise S3Error("InvalidTag", "Cannot provide multiple Tags with the same key")
+    return tagging.check(tuple(sorted(tags)), tagging.MAX_BUCKET_TAGS)
+
+
+def _created(name: str) -> dict[str, str]:
+    return {"Location": "/" + name, "x-amz-bucket-arn": bucket_arn(name)}
 
 
 async def head_bucket(ctx: Context) -> web.StreamResponse:
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
-    return web.Response(headers={"x-amz-bucket-region": bucket.region})
+    return web.Response(
+        headers={"x-amz-bucket-region": bucket.region, "x-amz-bucket-arn": bucket_arn(bucket.name)}
+    )
 
 
 async def delete_bucket(ctx: Context) -> web.StreamResponse:
@@ -164,9 +199,18 @@ async def delete_bucket(ctx: Context) -> web.StreamResponse:
 async def get_bucket_location(ctx: Context) -> web.StreamResponse:
     bucket = ctx.bucket_record
     assert bucket is not None  # the dispatcher found it
-    # us-east-1 is reported as an empty LocationConstraint.
-    region = "" if bucket.region == "us-east-1" else bucket.region
-    return _xml(xml.render("LocationConstraint", region))
+    if bucket.region == "us-east-1":
+        # us-east-1 is an empty, self-closed LocationConstraint: "When the bucket's Region is
+        # US Classic, Amazon S3 returns an empty string for the bucket's Region:
+        # <LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>"
+        # (RESTBucketGETlocation.html; LocalStack, checked against AWS, writes the same).
+        return _xml(_EMPTY_LOCATION)
+    return _xml(xml.render("LocationConstraint", bucket.region))
+
+
+_EMPTY_LOCATION = (
+    f'<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="{xml.NS}"/>'.encode()
+)
 
 
 async def get_bucket_versioning(ctx: Context) -> web.StreamResponse:

@@ -11,17 +11,18 @@ from aiohttp import web
 
 from ... import digest
 from ...limits import MAX_KEYS
-from ...store import ListPage
-from .. import xml
+from ...store import ListEntry, ListPage
+from .. import checksums, xml
 from ..context import Context
 from ..errors import invalid_argument
 from ..params import check_version_id, parse_int
 
 
-def max_count(ctx: Context, name: str) -> int:
-    """max-keys, max-uploads, max-parts: 0 to 1000 (more is capped), 1000 when absent."""
+def max_count(ctx: Context, name: str, empty_is_absent: bool = False) -> int:
+    """max-keys, max-uploads, max-parts: 0 to 1000 (more is capped), 1000 when absent (or
+    empty, where AWS takes that as absent)."""
     raw = ctx.query.get(name)
-    if raw is None:
+    if raw is None or (empty_is_absent and not raw):
         return MAX_KEYS
     value = (
         parse_int(raw) if len(raw) <= 18 else (MAX_KEYS if raw.isascii() and raw.isdigit() else -1)
@@ -58,17 +59,39 @@ async def _page(ctx: Context, after: str) -> tuple[ListPage, str, str, int]:
     return page, prefix, delimiter, max_keys
 
 
+def checksum_nodes(entry: ListEntry) -> list[xml.Node]:
+    """ChecksumAlgorithm and ChecksumType of a listed object (AWS lists both since 2025;
+    LocalStack's recordings of Feb 2026): its stored checksum's algorithm, and FULL_OBJECT
+    unless it was made COMPOSITE from the parts'. An object stored without any checksum
+    (written before the gateway added CRC64NVME to every object) lists neither, as AWS's
+    objects from before its default do."""
+    algorithm = kind = None
+    for name, value in entry.checksums:
+        if name == "x-amz-checksum-type":
+            kind = value
+        elif algorithm is None:
+            algorithm = checksums.by_header(name)
+    if algorithm is None:
+        return []
+    return [("ChecksumAlgorithm", algorithm.name), ("ChecksumType", kind or checksums.FULL_OBJECT)]
+
+
+def storage_class(entry: ListEntry) -> str:
+    return entry.storage_class or "STANDARD"
+
+
 def _contents(page: ListPage, encode: Encode, owner: list[xml.Node] | None) -> list[xml.Node]:
     nodes: list[xml.Node] = [
         (
             "Contents",
             [
                 ("Key", encode(e.key)),
-                ("LastModified", xml.iso8601(e.mtime_ns)),
+                ("LastModified", xml.iso8601_seconds(e.mtime_ns)),
                 ("ETag", digest.quote(e.etag)),
+                *checksum_nodes(e),
                 ("Size", e.size),
                 ("Owner", owner),
-                ("StorageClass", "STANDARD"),
+                ("StorageClass", storage_class(e)),
             ],
         )
         for e in page.entries
@@ -180,7 +203,7 @@ async def list_object_versions(ctx: Context) -> web.StreamResponse:
             ("Key", encode(e.key)),
             ("VersionId", e.version_id),
             ("IsLatest", e.is_latest),
-            ("LastModified", xml.iso8601(e.mtime_ns)),
+            ("LastModified", xml.iso8601_seconds(e.mtime_ns)),
         ]
         if e.delete_marker:
             nodes.append(("DeleteMarker", [*common, ("Owner", owner)]))
@@ -191,9 +214,10 @@ async def list_object_versions(ctx: Context) -> web.StreamResponse:
                 [
                     *common,
                     ("ETag", digest.quote(e.etag)),
+                    *checksum_nodes(e),
                     ("Size", e.size),
                     ("Owner", owner),
-                    ("StorageClass", "STANDARD"),
+                    ("StorageClass", storage_class(e)),
                 ],
             )
         )

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ... import digest
 from ...limits import MAX_COMPLETE_XML, MAX_PART_NUMBER, MAX_PART_SIZE
-from ...store import Upload
+from ...store import StoreError, Upload
 from ...store.model import NULL_VERSION
 from .. import checksums, retention, sse, writes, xml
 from ..context import Context
@@ -116,6 +116,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload_id = ctx.upload_id
     condition = await write_condition(ctx)
+    upload = await _upload_to_complete(ctx, upload_id, key)
     root = xml.parse(await ctx.read_xml(MAX_COMPLETE_XML), COMPLETE_ELEMENTS)
     if root.tag != "CompleteMultipartUpload":
         raise S3Error("MalformedXML")
@@ -134,7 +135,8 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     customer_key = sse.request_key(ctx)
     if customer_key is not None:
         # Complete needs no key (AWS), but one it is given must be the upload's.
-        upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
+        if upload is None:
+            upload = await ctx.store.get_upload(upload_id, ctx.bucket, key)
         sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
     obj = await writes.complete(
@@ -158,6 +160,25 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
     return response
 
 
+async def _upload_to_complete(ctx: Context, upload_id: str, key: str) -> Upload | None:
+    """The upload a Complete names; None when it is done already and made the current object
+    (a retried Complete is answered with that object, as AWS does). An unknown upload is
+    NoSuchUpload before the body is read (or invited), whatever the body holds, as AWS
+    answers it."""
+    try:
+        return await ctx.store.get_upload(upload_id, ctx.bucket, key)
+    except StoreError as exc:
+        if exc.code != "NoSuchUpload":
+            raise
+        try:
+            done = await ctx.store.head_object(ctx.bucket, key)
+        except StoreError:
+            raise exc from None
+        if done.upload_id != upload_id:
+            raise
+        return None
+
+
 def checksum_nodes(headers: Mapping[str, str]) -> list[xml.Node]:
     """Stored checksum headers as the ChecksumCRC32 / ChecksumType elements of a result."""
     nodes: list[xml.Node] = []
@@ -179,7 +200,10 @@ async def abort_multipart_upload(ctx: Context) -> web.StreamResponse:
 async def list_parts(ctx: Context) -> web.StreamResponse:
     key = check_key(ctx.key)
     upload = await ctx.store.get_upload(ctx.upload_id, ctx.bucket, key)
-    limit = max_count(ctx, "max-parts")
+    # Empty max-parts and part-number-marker are taken as absent: AWS answers 200 with
+    # MaxParts 1000 and PartNumberMarker 0 (LocalStack's test_list_parts_empty_part_number_
+    # marker, recorded against AWS in 2023 and Feb 2026).
+    limit = max_count(ctx, "max-parts", empty_is_absent=True)
     raw_marker = ctx.query.get("part-number-marker", "0") or "0"
     if parse_int(raw_marker) < 0:
         raise invalid_argument(
@@ -203,14 +227,15 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
             ("Bucket", ctx.bucket),
             ("Key", key),
             ("UploadId", upload.id),
-            ("Initiator", ctx.owner(upload.owner)),
+            ("Initiator", ctx.initiator(upload.owner)),
             ("Owner", owner),
             ("StorageClass", "STANDARD"),
             # The upload's checksum, as AWS's ListPartsResult names it.
             ("ChecksumAlgorithm", algorithm.name if algorithm is not None else None),
             ("ChecksumType", upload.attrs.checksums.get("type")),
             ("PartNumberMarker", marker),
-            ("NextPartNumberMarker", parts[-1].number if parts else marker),
+            # Always sent: the last part listed, 0 when none (AWS's recordings, Feb 2026).
+            ("NextPartNumberMarker", parts[-1].number if parts else 0),
             ("MaxParts", limit),
             ("IsTruncated", truncated),
             *(
@@ -218,7 +243,7 @@ async def list_parts(ctx: Context) -> web.StreamResponse:
                     "Part",
                     [
                         ("PartNumber", p.number),
-                        ("LastModified", xml.iso8601(p.mtime_ns)),
+                        ("LastModified", xml.iso8601_seconds(p.mtime_ns)),
                         ("ETag", digest.quote(p.etag)),
                         ("Size", p.size),
                         (field, p.checksum if field else None),
@@ -240,19 +265,17 @@ async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
     page = await ctx.store.list_uploads(
         ctx.bucket, prefix, delimiter, key_marker, upload_id_marker, limit
     )
-    next_key = next_id = None
-    if page.truncated:
-        last_upload = page.uploads[-1] if page.uploads else None
-        last_prefix = page.common_prefixes[-1] if page.common_prefixes else None
-        if last_upload is not None and (last_prefix is None or last_upload.key > last_prefix):
-            next_key, next_id = last_upload.key, last_upload.id
-        else:
-            next_key = last_prefix
+    # Always sent, truncated or not: the last upload listed, empty when none; never a common
+    # prefix, even one listed after it (LocalStack's recordings of AWS, Feb 2026:
+    # test_list_multiparts_next_marker, test_list_multipart_uploads_marker_common_prefixes).
+    last_upload = page.uploads[-1] if page.uploads else None
+    next_key = last_upload.key if last_upload is not None else ""
+    next_id = last_upload.id if last_upload is not None else ""
     nodes: list[xml.Node] = [
         ("Bucket", ctx.bucket),
         ("KeyMarker", encode(key_marker)),
         ("UploadIdMarker", upload_id_marker),
-        ("NextKeyMarker", encode(next_key) if next_key is not None else None),
+        ("NextKeyMarker", encode(next_key)),
         ("NextUploadIdMarker", next_id),
         ("Delimiter", encode(delimiter) if delimiter else None),
         ("Prefix", encode(prefix)),
@@ -261,17 +284,16 @@ async def list_multipart_uploads(ctx: Context) -> web.StreamResponse:
         ("IsTruncated", page.truncated),
     ]
     for u in page.uploads:
-        owner = ctx.owner(u.owner)
         nodes.append(
             (
                 "Upload",
                 [
                     ("Key", encode(u.key)),
                     ("UploadId", u.id),
-                    ("Initiator", owner),
-                    ("Owner", owner),
+                    ("Initiator", ctx.initiator(u.owner)),
+                    ("Owner", ctx.owner(u.owner)),
                     ("StorageClass", "STANDARD"),
-                    ("Initiated", xml.iso8601(u.initiated_ns)),
+                    ("Initiated", xml.iso8601_seconds(u.initiated_ns)),
                     # The upload's checksum, as AWS lists it.
                     ("ChecksumAlgorithm", u.attrs.checksums.get("algorithm")),
                     ("ChecksumType", u.attrs.checksums.get("type")),

@@ -24,7 +24,7 @@ from ...store.versions import DeleteMarker, is_version_id
 from .. import conditions, lifecycle, params, retention, sendfile, sse, writes, xml
 from ..context import SENT_BY_SENDFILE, Context
 from ..errors import S3Error
-from ..middleware import BATCH_DELETED, REQUEST_ID
+from ..middleware import BATCH_DELETED, HOST_ID, REQUEST_ID
 from ..params import (
     attrs_from_headers,
     check_key,
@@ -67,11 +67,10 @@ def error_response(ctx: Context, exc: S3Error, headers: Mapping[str, str]) -> we
     """An error answered with headers of its own (the middleware renders the others)."""
     if ctx.request.method == "HEAD":
         return web.Response(status=exc.status, headers=headers)
-    resource = ctx.request.raw_path.partition("?")[0]
     return web.Response(
         status=exc.status,
         headers=headers,
-        body=exc.to_xml(resource, ctx.request[REQUEST_ID]),
+        body=exc.to_xml(ctx.request[REQUEST_ID], ctx.request[HOST_ID]),
         content_type="application/xml",
     )
 
@@ -194,6 +193,11 @@ async def put_object(ctx: Context) -> web.StreamResponse:
 # --- GetObject / HeadObject ----------------------------------------------------------------------
 
 
+# The storage classes whose objects must be restored before they are read (GLACIER_IR reads
+# at once).
+ARCHIVED = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+
+
 async def get_object(ctx: Context) -> web.StreamResponse:
     key, version_id = check_key(ctx.key), version_param(ctx)
     try:
@@ -203,6 +207,13 @@ async def get_object(ctx: Context) -> web.StreamResponse:
     except DeleteMarker as exc:
         return delete_marker_response(ctx, exc)
     try:
+        archived = reader.info.attrs.headers.get("x-amz-storage-class")
+        if archived in ARCHIVED:
+            # AWS keeps an archived object's class and refuses its GET until it is restored
+            # (HEAD answers): LocalStack's test_put_object_storage_class[GLACIER-False],
+            # recorded Feb 2026. The gateway has no RestoreObject; README says what to do.
+            error = S3Error("InvalidObjectState", StorageClass=archived)
+            return error_response(ctx, error, {"x-amz-storage-class": archived})
         return await _send_object(ctx, reader)
     finally:
         reader.close()

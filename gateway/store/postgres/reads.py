@@ -21,12 +21,14 @@ from ..model import (
 from ..rows import (
     BUCKET_COLUMNS,
     OBJECT_COLUMNS,
+    OBJECT_ENTRY_COLUMNS,
     PART_COLUMNS,
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
     VERSION_ENTRY_COLUMNS,
     bucket_and_object_from_row,
     bucket_from_row,
+    object_entry,
     object_from_row,
     part_from_row,
     upload_from_row,
@@ -156,14 +158,11 @@ class Reads:
         where, args = after(("key",), cursor, inclusive)
         bound = " AND key < %s" if end is not None else ""
         rows = await self._all(
-            "SELECT key, size, etag, mtime_ns, version_id FROM objects "
+            f"SELECT {OBJECT_ENTRY_COLUMNS} FROM objects "
             f"WHERE bucket = %s AND {where}{bound} ORDER BY key LIMIT %s",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [
-            ((key,), ListEntry(key.decode(), size, etag, mtime, version or NULL_VERSION))
-            for key, size, etag, mtime, version in rows
-        ]
+        return [object_entry(row) for row in rows]
 
     async def scan_versions(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int

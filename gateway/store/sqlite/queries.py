@@ -27,6 +27,7 @@ from ..model import (
 from ..rows import (
     BUCKET_COLUMNS,
     OBJECT_COLUMNS,
+    OBJECT_ENTRY_COLUMNS,
     PART_COLUMNS,
     UPLOAD_COLUMNS,
     VERSION_COLUMNS,
@@ -38,6 +39,7 @@ from ..rows import (
     encode_attrs,
     encode_lock,
     encode_manifest,
+    object_entry,
     object_from_row,
     object_lock_value,
     object_values,
@@ -155,14 +157,11 @@ class SqliteReader:
         where, args = _after(("key",), cursor, inclusive)
         bound = " AND key < ?" if end is not None else ""
         rows = self.conn.execute(
-            "SELECT key, size, etag, mtime_ns, version_id FROM objects "
+            f"SELECT {OBJECT_ENTRY_COLUMNS} FROM objects "
             f"WHERE bucket = ? AND {where}{bound} ORDER BY key LIMIT ?",
             [bucket, *args, *([end] if end is not None else []), limit],
         )
-        return [
-            ((key,), ListEntry(key.decode(), size, etag, mtime, version or NULL_VERSION))
-            for key, size, etag, mtime, version in rows
-        ]
+        return [object_entry(row) for row in rows]
 
     async def scan_versions(
         self, bucket: str, cursor: Cursor, inclusive: bool, end: bytes | None, limit: int
