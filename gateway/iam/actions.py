@@ -1,6 +1,6 @@
 """IAM's actions (https://docs.aws.amazon.com/IAM/latest/APIReference/): users, access keys,
 groups, roles, managed policies, and the inline and attached policies of each; every one a
-function of a Call, over the account's document (account.py)."""
+function of a Call, over the rows of the account it reads (account.py, view.py)."""
 
 from __future__ import annotations
 

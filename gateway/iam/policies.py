@@ -1,6 +1,6 @@
 """IAM's managed policies (customer and AWS managed, with their versions) and the inline and
-attached policies of users, groups and roles: each a function of a Call, over the account's
-document (account.py)."""
+attached policies of users, groups and roles: each a function of a Call, over the rows of the
+account it reads (account.py, view.py)."""
 
 from __future__ import annotations
 
