@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 from gateway.iam.account import IamError
 from gateway.iam.api import perform
-from gateway.iam.principals import Principals
+from gateway.iam.principals import Principals, seal_token
 from gateway.store import Store, open_catalog
 from gateway.store.crypto import Keyring
 from gateway.store.model import IamWrite
@@ -228,3 +229,22 @@ def test_another_accounts_look_ups_never_read_the_busy_accounts_rows(gateway: Ga
     assert [e[0] for e in quiet].count("access_key_owner") == 20
     assert all(e[1][0] in (access_key, QUIET.canonical_id) for e in quiet), quiet
     assert _rows_read(quiet) == 20 * 3
+
+
+def test_a_deleted_roles_session_reads_one_row_and_is_refused(gateway: Gateway) -> None:
+    made = gateway.iam(BUSY, "CreateRole", RoleName="gone", AssumeRolePolicyDocument=TRUST)
+    gateway.iam(BUSY, "DeleteRole", RoleName="gone")
+    claims = {"kind": "role", "role": "gone", "role_id": made["Role"]["RoleId"], "session": "s",
+              "ak": "ASIAGONE", "sk": "temp", "exp": time.time() + 900,
+              "acc": BUSY.canonical_id}  # fmt: skip
+    token = seal_token(KEYS.master, claims)
+    for _ in range(3):  # each request asks again (nothing is kept of a session refused)
+        log = gateway.recorded(
+            lambda: gateway.runner.run(gateway.principals.prepare("ASIAGONE", token))
+        )
+        assert [(e[0], e[1][:2]) for e in log] == [
+            ("get_iam_entities", (BUSY.canonical_id, "role"))
+        ]
+        assert _rows_read(log) == 0
+        with pytest.raises(KeyError):
+            gateway.principals["ASIAGONE"]
