@@ -17,12 +17,19 @@ import re
 import secrets
 import string
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..s3 import policy
 from ..s3.errors import S3Error
-from .view import KINDS, Loaded, Part, View
+from ..store import Store
+from ..store.api import IdentityReader
+from ..store.identities import IdentityChange
+from . import view
+from .view import KINDS, NOTHING, Loaded, Need, Part, View
+
+T = TypeVar("T")
 
 NAMESPACE = "https://iam.amazonaws.com/doc/2010-05-08/"
 
@@ -537,3 +544,36 @@ def session_limit(value: str | None) -> int:
             "greater than or equal to 3600"
         )
     return int(value)
+
+
+# -- a rule over the store ------------------------------------------------------------------
+
+
+async def read(
+    reader: IdentityReader,
+    account: str,
+    rule: Callable[[Account], T],
+    need: Need = NOTHING,
+    loaded: Loaded | None = None,
+) -> T:
+    """`rule` run on the rows of `account` it reads (`need` first, after what `loaded` holds),
+    each read a statement of its own."""
+    loaded = loaded or Loaded()
+    await loaded.read(reader, account, need)
+    result, _ = await view.run(reader, account, loaded, lambda v: rule(Account(account, v)))
+    return result
+
+
+async def change(
+    store: Store, account: str, rule: Callable[[Account], T], need: Need = NOTHING
+) -> T:
+    """`rule` run on the rows of `account` it reads (`need` first), alone among the account's
+    changes; the rows it changed written, in the same transaction."""
+
+    async def run(tx: IdentityReader, current: str | None) -> IdentityChange[T]:
+        loaded = Loaded(account=current, account_read=True)
+        await loaded.read(tx, account, need)
+        result, seen = await view.run(tx, account, loaded, lambda v: rule(Account(account, v)))
+        return IdentityChange(result, seen.written())
+
+    return await store.change_identities(account, run)

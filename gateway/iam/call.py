@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..store import Store
-from ..store.api import IdentityReader
-from ..store.identities import IdentityChange
 from ..users import User
+from . import account as model
 from . import view
 from .account import Account, IamError
 from .principals import Principals
@@ -60,41 +59,18 @@ class Call:
         counts = action in ("CreateUser", "CreateGroup", "CreateRole", "CreatePolicy")
         return view.Need(rows=tuple(r for r in rows if r[1]), counts=counts)
 
-    async def read(self, rule: Callable[[Account], T], account: str | None = None) -> T:
-        """`rule` run on the rows of the caller's account (or `account`) it reads."""
-        return await read(self.store, account or self.account, rule, self.named())
+    async def read(self, rule: Callable[[Account], T]) -> T:
+        """`rule` run on the rows of the caller's account it reads."""
+        return await model.read(self.store, self.account, rule, self.named())
 
     async def change(self, rule: Callable[[Account], T]) -> T:
         """`rule` run on the rows of the caller's account it reads, alone among the
         account's changes; the rows it changed written."""
-        need = self.named()
-
-        async def run(tx: IdentityReader, current: str | None) -> IdentityChange[T]:
-            loaded = view.Loaded(account=current, account_read=True)
-            await loaded.read(tx, self.account, need)
-            result, seen = await view.run(
-                tx, self.account, loaded, lambda v: rule(Account(self.account, v))
-            )
-            return IdentityChange(result, seen.written())
-
-        result = await self.store.change_identities(self.account, run)
+        result = await model.change(self.store, self.account, rule, self.named())
         # Whatever changed (a key, a policy, a group, a role), this worker reads every key
         # afresh: the sessions made from a key or a role are cached under keys of their own.
         self.principals.forget()
         return result
-
-
-async def read(
-    reader: IdentityReader,
-    account: str,
-    rule: Callable[[Account], T],
-    need: view.Need = view.NOTHING,
-) -> T:
-    """`rule` run on the rows of `account` it reads (each read a statement of its own)."""
-    loaded = view.Loaded()
-    await loaded.read(reader, account, need)
-    result, _ = await view.run(reader, account, loaded, lambda v: rule(Account(account, v)))
-    return result
 
 
 def iso_time(seconds: float) -> str:

@@ -24,11 +24,9 @@ from typing import Any
 from ..s3 import policy
 from ..s3.errors import S3Error
 from ..store import Store, crypto
-from ..store.api import IdentityReader
-from ..store.identities import IdentityChange
 from ..users import Identity, User
 from . import view
-from .account import Account
+from .account import Account, change, read
 
 TOKEN_LABEL = "sts"
 
@@ -174,14 +172,7 @@ class Principals(Mapping[str, User]):
                     if entry is not None:
                         reseal(entry)
 
-            async def change(
-                tx: IdentityReader, current: str | None, account: str = account, rule: Any = run
-            ) -> IdentityChange[None]:
-                loaded = view.Loaded(account=current, account_read=True)
-                _, seen = await view.run(tx, account, loaded, lambda v: rule(Account(account, v)))
-                return IdentityChange(None, seen.written())
-
-            await store.change_identities(account, change)
+            await change(store, account, run)
 
     # -- finding --
 
@@ -306,9 +297,7 @@ async def _read(
     if owner is not None:
         loaded.keys[access_key] = owner[1]
         need = view.Need(rows=(("users", owner[1]),)) if owner[1] else view.Need(account=True)
-    await loaded.read(store, account, need)
-    result, _ = await view.run(store, account, loaded, lambda v: rule(Account(account, v)))
-    return result
+    return await read(store, account, rule, need, loaded)
 
 
 def check_token(user: User, token: str | None) -> None:

@@ -13,8 +13,8 @@ from ..s3 import policy
 from ..s3.authorize import identity_verdict, principal_keys
 from ..users import User
 from . import account as model
-from .account import Account, IamError
-from .call import MAX_TAGS, Call, arn_of, iso_time, read, tags_of
+from .account import Account, IamError, read
+from .call import MAX_TAGS, Call, arn_of, iso_time, tags_of
 from .judged import request_tags, resource_tags
 from .principals import role_identity, seal_token
 from .view import Need
