@@ -1,10 +1,13 @@
 """One account's IAM identities as AWS's IAM keeps them: users (with access keys, inline and
 attached policies, groups), groups, roles (with a trust policy) and customer managed policies.
 
-Stored as one JSON document per account (Store.change_identities runs a change alone), so
-every rule below is a pure function of the document: names unique without regard to case,
-AWS's limits, and DeleteConflict while an entity still has what must go first
-(https://docs.aws.amazon.com/IAM/latest/APIReference/, each action's Errors).
+Stored as rows, one per entity (Store.change_identities runs an account's changes one at a
+time), and every rule below is a pure function of the rows it reads through the view
+(view.py): names unique without regard to case, AWS's limits, and DeleteConflict while an
+entity still has what must go first (https://docs.aws.amazon.com/IAM/latest/APIReference/,
+each action's Errors). A rule reads the entities it names, and the account's counts and
+indexes (a group's members, a policy's attachments, a key's owner), never every entity but to
+list them.
 """
 
 from __future__ import annotations
@@ -14,11 +17,19 @@ import re
 import secrets
 import string
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..s3 import policy
 from ..s3.errors import S3Error
+from ..store import Store
+from ..store.api import IdentityReader
+from ..store.identities import IdentityChange
+from . import view
+from .view import KINDS, NOTHING, Loaded, Need, Part, View
+
+T = TypeVar("T")
 
 NAMESPACE = "https://iam.amazonaws.com/doc/2010-05-08/"
 
@@ -205,26 +216,35 @@ AWS_MANAGED: dict[str, str] = {
 
 @dataclass
 class Account:
-    """An account's document, changed in place by the operations below."""
+    """An account's identities as a view of its rows (view.py), changed in place by the
+    operations below."""
 
     id: str  # the account's id: its canonical id here
-    doc: dict[str, Any]
+    view: View
+
+    @property
+    def doc(self) -> dict[str, Part]:
+        """The account's users, groups, roles and policies by lower-case name."""
+        return self.view.parts
 
     @staticmethod
     def load(account: str, text: str | None) -> Account:
+        """An account held in memory alone, from a whole document (None: an empty one)."""
         doc = json.loads(text) if text else {}
-        for part in ("users", "groups", "roles", "policies"):
-            doc.setdefault(part, {})
-        # The root's own access keys beside its users-file key (CreateAccessKey without a
-        # UserName, signed by the root), as AWS lets a root have up to two.
-        doc.setdefault("root", {"name": "", "keys": {}})
-        return Account(account, doc)
+        loaded = Loaded(complete=True, account_read=True)
+        root = doc.get("root")
+        loaded.account = None if root is None else json.dumps(root)
+        for part in KINDS:
+            for name, entry in doc.get(part, {}).items():
+                loaded.rows[(part, name)] = json.dumps(entry)
+        return Account(account, View(loaded))
+
+    def root(self) -> dict[str, Any]:
+        """The root's own entry: its access keys beside its users-file key."""
+        return self.view.root()
 
     def is_root(self, entry: dict[str, Any]) -> bool:
-        return entry is self.doc["root"]
-
-    def dump(self) -> str:
-        return json.dumps(self.doc, separators=(",", ":"), sort_keys=True)
+        return self.view.is_root(entry)
 
     # -- ARNs --
 
@@ -264,17 +284,22 @@ class Account:
             raise IamError(
                 "NoSuchEntity", f"Policy {arn} does not exist or is not attachable.", 404
             )
-        for entry in self.doc["policies"].values():
-            if self.arn("policy", entry["path"], entry["name"]) == arn:
-                return entry["versions"][entry["default"]], entry
+        # A policy's ARN ends in its name (after its path): the name finds its one row.
+        entry = self.doc["policies"].get(arn.rpartition("/")[2].lower())
+        if entry is not None and self.arn("policy", entry["path"], entry["name"]) == arn:
+            return entry["versions"][entry["default"]], entry
         raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
+
+    def require_managed(self, arns: list[str]) -> None:
+        """The rows of this account's managed policies among `arns` read, at once."""
+        prefix = f"arn:aws:iam::{self.id}:policy/"
+        self.doc["policies"].require(
+            a.rpartition("/")[2].lower() for a in arns if a.startswith(prefix)
+        )
 
     def user_of_key(self, access_key: str) -> dict[str, Any] | None:
         """The user whose key it is (the root's entry for one of the root's keys)."""
-        for user in [self.doc["root"], *self.doc["users"].values()]:
-            if access_key in user["keys"]:
-                return user
-        return None
+        return self.view.key_owner(access_key)
 
     # -- making --
 
@@ -438,8 +463,7 @@ class Account:
         entry["attached"].remove(arn)
 
     def attachments(self, arn: str) -> int:
-        parts = ("users", "groups", "roles")
-        return sum(arn in e["attached"] for part in parts for e in self.doc[part].values())
+        return self.view.attachments([arn])[arn]
 
     # -- deleting --
 
@@ -457,7 +481,7 @@ class Account:
             raise IamError(
                 "DeleteConflict", "Cannot delete entity, must delete policies first.", 409
             )
-        if any(group["name"].lower() in u["groups"] for u in self.doc["users"].values()):
+        if self.view.members(group["name"].lower()):
             raise IamError(
                 "DeleteConflict", "Cannot delete entity, must remove users from group first.", 409
             )
@@ -492,16 +516,18 @@ class Account:
     def user_policies(self, user: dict[str, Any]) -> list[str]:
         """Every identity policy that applies to `user`: its own (inline and attached) and its
         groups'."""
+        self.doc["groups"].require(user["groups"])
+        groups = [g for g in map(self.doc["groups"].get, user["groups"]) if g is not None]
+        self.require_managed([a for e in [user, *groups] for a in e["attached"]])
         texts = list(user["policies"].values())
         texts += [self.managed(arn)[0] for arn in user["attached"]]
-        for group_name in user["groups"]:
-            group = self.doc["groups"].get(group_name)
-            if group is not None:
-                texts += list(group["policies"].values())
-                texts += [self.managed(arn)[0] for arn in group["attached"]]
+        for group in groups:
+            texts += list(group["policies"].values())
+            texts += [self.managed(arn)[0] for arn in group["attached"]]
         return texts
 
     def role_policies(self, role: dict[str, Any]) -> list[str]:
+        self.require_managed(role["attached"])
         return list(role["policies"].values()) + [self.managed(a)[0] for a in role["attached"]]
 
 
@@ -518,3 +544,36 @@ def session_limit(value: str | None) -> int:
             "greater than or equal to 3600"
         )
     return int(value)
+
+
+# -- a rule over the store ------------------------------------------------------------------
+
+
+async def read(
+    reader: IdentityReader,
+    account: str,
+    rule: Callable[[Account], T],
+    need: Need = NOTHING,
+    loaded: Loaded | None = None,
+) -> T:
+    """`rule` run on the rows of `account` it reads (`need` first, after what `loaded` holds),
+    each read a statement of its own."""
+    loaded = loaded or Loaded()
+    await loaded.read(reader, account, need)
+    result, _ = await view.run(reader, account, loaded, lambda v: rule(Account(account, v)))
+    return result
+
+
+async def change(
+    store: Store, account: str, rule: Callable[[Account], T], need: Need = NOTHING
+) -> T:
+    """`rule` run on the rows of `account` it reads (`need` first), alone among the account's
+    changes; the rows it changed written, in the same transaction."""
+
+    async def run(tx: IdentityReader, current: str | None) -> IdentityChange[T]:
+        loaded = Loaded(account=current, account_read=True)
+        await loaded.read(tx, account, need)
+        result, seen = await view.run(tx, account, loaded, lambda v: rule(Account(account, v)))
+        return IdentityChange(result, seen.written())
+
+    return await store.change_identities(account, run)

@@ -1,6 +1,6 @@
 """IAM's actions (https://docs.aws.amazon.com/IAM/latest/APIReference/): users, access keys,
 groups, roles, managed policies, and the inline and attached policies of each; every one a
-function of a Call, over the account's document (account.py)."""
+function of a Call, over the rows of the account it reads (account.py, view.py)."""
 
 from __future__ import annotations
 
@@ -100,24 +100,24 @@ async def create_user(call: Call) -> dict[str, Any]:
 
 async def get_user(call: Call) -> dict[str, Any]:
     name = _target_user(call)
-    acc = await call.read()
     if name is None:
         root = call.user
         return {
             "User": {
                 "UserId": root.canonical_id,
-                "Arn": acc.root_arn(),
+                "Arn": f"arn:aws:iam::{call.account}:root",
                 "CreateDate": iso_time(0),
                 "Path": "/",
                 "UserName": root.display_name,
             }
         }
-    return {"User": _user_shape(acc, acc.user(name))}
+    return await call.read(lambda acc: {"User": _user_shape(acc, acc.user(name))})
 
 
 async def list_users(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    users = [_user_shape(acc, u) for u in under(acc.doc["users"], call.get("PathPrefix"))]
+    users = await call.read(
+        lambda acc: [_user_shape(acc, u) for u in under(acc.doc["users"], call.get("PathPrefix"))]
+    )
     return page(call, users, "Users", lambda u: u["UserName"].lower())
 
 
@@ -142,7 +142,7 @@ async def delete_user(call: Call) -> None:
 def _key_owner(call: Call, acc: Account) -> dict[str, Any]:
     name = _target_user(call)
     if name is None:  # the root's own keys
-        root = acc.doc["root"]
+        root = acc.root()
         root["name"] = call.user.display_name
         return root
     return acc.user(name)
@@ -165,7 +165,6 @@ async def create_access_key(call: Call) -> dict[str, Any]:
             )
         now = time.time()
         user["keys"][access_key] = {"secret": sealed, "status": "Active", "created": now}
-        call.added.append(access_key)
         return {
             "AccessKey": {
                 "UserName": user["name"],
@@ -180,13 +179,15 @@ async def create_access_key(call: Call) -> dict[str, Any]:
 
 
 async def list_access_keys(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    user = _key_owner(call, acc)
-    keys = [
-        {"UserName": user["name"], "AccessKeyId": k, "Status": v["status"],
-         "CreateDate": iso_time(v["created"])}
-        for k, v in user["keys"].items()
-    ]  # fmt: skip
+    def run(acc: Account) -> list[dict[str, Any]]:
+        user = _key_owner(call, acc)
+        return [
+            {"UserName": user["name"], "AccessKeyId": k, "Status": v["status"],
+             "CreateDate": iso_time(v["created"])}
+            for k, v in user["keys"].items()
+        ]  # fmt: skip
+
+    keys = await call.read(run)
     return page(call, keys, "AccessKeyMetadata", lambda k: k["AccessKeyId"])
 
 
@@ -214,34 +215,41 @@ async def delete_access_key(call: Call) -> None:
     def run(acc: Account) -> None:
         user, access_key = _key_of(call, acc)
         del user["keys"][access_key]
-        call.removed.append(access_key)
 
     await call.change(run)
 
 
 async def get_account_summary(call: Call) -> dict[str, Any]:
     """The account's counts and IAM's quotas (reference_iam-quotas.html)."""
-    acc = await call.read()
-    users = acc.doc["users"].values()
+
+    def run(acc: Account) -> dict[str, int]:
+        acc.view.counts()
+        return {
+            **{part: len(acc.doc[part]) for part in ("users", "groups", "roles", "policies")},
+            "root keys": len(acc.root()["keys"]),
+            "keys": acc.view.access_keys(),
+        }
+
+    found = await call.read(run)
     counts = {
-        "Users": len(acc.doc["users"]),
+        "Users": found["users"],
         "UsersQuota": 5000,
-        "Groups": len(acc.doc["groups"]),
+        "Groups": found["groups"],
         "GroupsQuota": 300,
         "GroupsPerUserQuota": model.MAX_GROUPS_PER_USER,
-        "Roles": len(acc.doc["roles"]),
+        "Roles": found["roles"],
         "RolesQuota": 1000,
-        "Policies": len(acc.doc["policies"]),
+        "Policies": found["policies"],
         "PoliciesQuota": 1500,
         "AttachedPoliciesPerUserQuota": model.MAX_ATTACHED,
         "AttachedPoliciesPerGroupQuota": model.MAX_ATTACHED,
         "AttachedPoliciesPerRoleQuota": model.MAX_ATTACHED,
         "AccessKeysPerUserQuota": model.MAX_KEYS_PER_USER,
-        "AccountAccessKeysPresent": int(bool(acc.doc["root"]["keys"])),
+        "AccountAccessKeysPresent": int(bool(found["root keys"])),
         "UserPolicySizeQuota": model.INLINE_BYTES["user"],
         "GroupPolicySizeQuota": model.INLINE_BYTES["group"],
         "PolicySizeQuota": model.MANAGED_BYTES,
-        "PolicyVersionsInUse": len(acc.doc["policies"]),
+        "PolicyVersionsInUse": found["policies"],
         "PolicyVersionsInUseQuota": 10000,
         "VersionsPerPolicyQuota": model.MAX_POLICY_VERSIONS,
         "AccountMFAEnabled": 0,
@@ -249,7 +257,7 @@ async def get_account_summary(call: Call) -> dict[str, Any]:
         "MFADevicesInUse": 0,
         "ServerCertificates": 0,
         "ServerCertificatesQuota": 20,
-        "AccessKeysPresent": sum(len(u["keys"]) for u in users),
+        "AccessKeysPresent": found["keys"],
     }
     return {"SummaryMap": Entries({"key": k, "value": v} for k, v in counts.items())}
 
@@ -262,8 +270,7 @@ async def list_open_id_connect_providers(call: Call) -> dict[str, Any]:
 
 async def get_access_key_last_used(call: Call) -> dict[str, Any]:
     access_key = call.get("AccessKeyId") or ""
-    acc = await call.read()
-    user = acc.user_of_key(access_key)
+    user = await call.read(lambda acc: acc.user_of_key(access_key))
     if user is None:
         raise IamError("AccessDenied", f"The Access Key with id {access_key} cannot be found.", 403)
     return {
@@ -284,16 +291,21 @@ async def create_group(call: Call) -> dict[str, Any]:
 
 
 async def get_group(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    group = acc.group(call.get("GroupName"))
-    members = [u for u in acc.doc["users"].values() if group["name"].lower() in u["groups"]]
-    users = page(call, [_user_shape(acc, u) for u in members], "Users", lambda u: u["UserName"])
-    return {"Group": _group_shape(acc, group), **users}
+    def run(acc: Account) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        group = acc.group(call.get("GroupName"))
+        names = acc.view.members(group["name"].lower())
+        acc.doc["users"].require(names)
+        return _group_shape(acc, group), [_user_shape(acc, acc.doc["users"][n]) for n in names]
+
+    group, members = await call.read(run)
+    users = page(call, members, "Users", lambda u: u["UserName"])
+    return {"Group": group, **users}
 
 
 async def list_groups(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    groups = [_group_shape(acc, g) for g in under(acc.doc["groups"], call.get("PathPrefix"))]
+    groups = await call.read(
+        lambda acc: [_group_shape(acc, g) for g in under(acc.doc["groups"], call.get("PathPrefix"))]
+    )
     return page(call, groups, "Groups", lambda g: g["GroupName"].lower())
 
 
@@ -301,10 +313,13 @@ async def update_group(call: Call) -> None:
     def run(acc: Account) -> None:
         group = acc.group(call.get("GroupName"))
         if call.get("NewGroupName") is not None:
+            members = acc.view.members(group["name"].lower())
+            acc.doc["users"].require(members)
             old, new = acc.rename(
                 "groups", "group", group, call.get("NewGroupName"), "newGroupName"
             )
-            for user in acc.doc["users"].values():
+            for name in members:
+                user = acc.doc["users"][name]
                 user["groups"] = [new if g == old else g for g in user["groups"]]
         if call.get("NewPath") is not None:
             group["path"] = model.check_path(call.get("NewPath"), "newPath")
@@ -342,9 +357,12 @@ async def remove_user_from_group(call: Call) -> None:
 
 
 async def list_groups_for_user(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    user = acc.user(call.get("UserName"))
-    groups = [_group_shape(acc, acc.doc["groups"][g]) for g in user["groups"]]
+    def run(acc: Account) -> list[dict[str, Any]]:
+        user = acc.user(call.get("UserName"))
+        acc.doc["groups"].require(user["groups"])
+        return [_group_shape(acc, acc.doc["groups"][g]) for g in user["groups"]]
+
+    groups = await call.read(run)
     return page(call, groups, "Groups", lambda g: g["GroupName"].lower())
 
 
@@ -366,13 +384,13 @@ async def create_role(call: Call) -> dict[str, Any]:
 
 
 async def get_role(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    return {"Role": _role_shape(acc, acc.role(call.get("RoleName")))}
+    return await call.read(lambda acc: {"Role": _role_shape(acc, acc.role(call.get("RoleName")))})
 
 
 async def list_roles(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    roles = [_role_shape(acc, r) for r in under(acc.doc["roles"], call.get("PathPrefix"))]
+    roles = await call.read(
+        lambda acc: [_role_shape(acc, r) for r in under(acc.doc["roles"], call.get("PathPrefix"))]
+    )
     return page(call, roles, "Roles", lambda r: r["RoleName"].lower())
 
 
@@ -426,8 +444,8 @@ def _tag_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
                 await call.change(run)
 
             async def list_tags(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                return page(call, _tag_list(holder(acc, call)) or [], "Tags", lambda t: t["Key"])
+                tags = await call.read(lambda acc: _tag_list(holder(acc, call)) or [])
+                return page(call, tags, "Tags", lambda t: t["Key"])
 
             out[f"Tag{title}"], out[f"Untag{title}"], out[f"List{title}Tags"] = (
                 tag, untag, list_tags,
@@ -440,8 +458,7 @@ def _tag_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
 async def list_instance_profiles_for_role(call: Call) -> dict[str, Any]:
     """No instance profiles are made here (there are no instances): an empty list, as
     Terraform asks before it deletes a role."""
-    acc = await call.read()
-    acc.role(call.get("RoleName"))
+    await call.read(lambda acc: acc.role(call.get("RoleName")))
     return {"InstanceProfiles": [], "IsTruncated": False}
 
 

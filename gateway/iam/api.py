@@ -5,7 +5,8 @@ https://docs.aws.amazon.com/STS/latest/APIReference/).
 
 Each action is authorised by the one authorisation function (`authorize.decide_account`: an
 account's root may act on its own account, an IAM identity as its policies allow) and runs on
-the caller's account's document (account.py) in one Store transaction.
+the rows of the caller's account it needs (account.py, view.py), a change in one Store
+transaction.
 """
 
 from __future__ import annotations
@@ -133,9 +134,13 @@ async def perform(
     call = Call(user, params, store, principals, principals.master or b"")
     if action_name not in sts.ALWAYS:
         # The entities' stored names (a name in another case is the same entity).
-        acc = await call.read() if service == "iam" and user.identity is not None else None
-        on = judged(call, action_name, acc)
-        for target in filter(None, [on.arn, renamed(call, action_name, acc)]):
+        if service == "iam" and user.identity is not None:
+            on, moved = await call.read(
+                lambda acc: (judged(call, action_name, acc), renamed(call, action_name, acc))
+            )
+        else:
+            on, moved = judged(call, action_name, None), renamed(call, action_name, None)
+        for target in filter(None, [on.arn, moved]):
             if not decide_account(user, f"{service}:{action_name}", target, on.values):
                 raise IamError(
                     "AccessDenied",

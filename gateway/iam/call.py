@@ -1,16 +1,17 @@
-"""One IAM or STS call: who made it, for which account, with what parameters, and how its
-change of the account's document is stored; the paging and time formats every answer uses."""
+"""One IAM or STS call: who made it, for which account, with what parameters, and how it reads
+and changes the account's rows (view.py); the paging and time formats every answer uses."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..store import Store
-from ..store.identities import IdentityChange
 from ..users import User
+from . import account as model
+from . import view
 from .account import Account, IamError
 from .principals import Principals
 
@@ -34,8 +35,6 @@ class Call:
     store: Store
     principals: Principals
     master: bytes
-    added: list[str] = field(default_factory=list)  # access keys made
-    removed: list[str] = field(default_factory=list)  # access keys deleted
 
     @property
     def account(self) -> str:
@@ -44,18 +43,30 @@ class Call:
     def get(self, name: str) -> str | None:
         return self.params.get(name)
 
-    async def read(self) -> Account:
-        return Account.load(self.account, await self.store.get_identities(self.account))
+    def named(self) -> view.Need:
+        """The rows the call's parameters name, read before its rule first runs (most rules
+        need them and nothing else), and the counts a Create checks its quota with."""
+        rows = [(part, (self.get(param) or "").lower())
+                for param, part in (("UserName", "users"), ("NewUserName", "users"),
+                                    ("GroupName", "groups"), ("NewGroupName", "groups"),
+                                    ("RoleName", "roles"))]  # fmt: skip
+        arn = self.get("PolicyArn") or ""
+        if arn.startswith(f"arn:aws:iam::{self.account}:policy/"):
+            rows.append(("policies", arn.rpartition("/")[2].lower()))
+        if self.get("Action") in ("CreatePolicy",):
+            rows.append(("policies", (self.get("PolicyName") or "").lower()))
+        action = self.get("Action") or ""
+        counts = action in ("CreateUser", "CreateGroup", "CreateRole", "CreatePolicy")
+        return view.Need(rows=tuple(r for r in rows if r[1]), counts=counts)
 
-    async def change(self, fn: Callable[[Account], T]) -> T:
-        def run(text: str | None) -> IdentityChange[T]:
-            self.added.clear()
-            self.removed.clear()
-            acc = Account.load(self.account, text)
-            result = fn(acc)
-            return IdentityChange(result, acc.dump(), list(self.added), list(self.removed))
+    async def read(self, rule: Callable[[Account], T]) -> T:
+        """`rule` run on the rows of the caller's account it reads."""
+        return await model.read(self.store, self.account, rule, self.named())
 
-        result = await self.store.change_identities(self.account, run)
+    async def change(self, rule: Callable[[Account], T]) -> T:
+        """`rule` run on the rows of the caller's account it reads, alone among the
+        account's changes; the rows it changed written."""
+        result = await model.change(self.store, self.account, rule, self.named())
         # Whatever changed (a key, a policy, a group, a role), this worker reads every key
         # afresh: the sessions made from a key or a role are cached under keys of their own.
         self.principals.forget()
@@ -85,7 +96,7 @@ def page(call: Call, items: list[Any], name: str, key: Callable[[Any], str]) -> 
     return out
 
 
-def under(entries: dict[str, dict[str, Any]], prefix: str | None) -> list[dict[str, Any]]:
+def under(entries: view.Part, prefix: str | None) -> list[dict[str, Any]]:
     return [e for e in entries.values() if e["path"].startswith(prefix or "/")]
 
 

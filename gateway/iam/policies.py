@@ -1,6 +1,6 @@
 """IAM's managed policies (customer and AWS managed, with their versions) and the inline and
-attached policies of users, groups and roles: each a function of a Call, over the account's
-document (account.py)."""
+attached policies of users, groups and roles: each a function of a Call, over the rows of the
+account it reads (account.py, view.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from urllib.parse import quote
 from . import account as model
 from .account import Account, IamError
 from .call import Call, iso_time, page, under
+
+
+def _arn(acc: Account, entry: dict[str, Any]) -> str:
+    return acc.arn("policy", entry["path"], entry["name"])
 
 
 def _policy_shape(acc: Account, entry: dict[str, Any]) -> dict[str, Any]:
@@ -42,20 +46,21 @@ async def create_policy(call: Call) -> dict[str, Any]:
 
 
 async def get_policy(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    arn = call.get("PolicyArn")
-    _, entry = acc.managed(arn)
-    if entry is None:
-        name = (arn or "").rpartition("/")[2]
-        return {"Policy": {"PolicyName": name, "Arn": arn, "Path": "/",
-                           "DefaultVersionId": "v1", "IsAttachable": True,
-                           "AttachmentCount": acc.attachments(arn or "")}}  # fmt: skip
-    return {"Policy": _policy_shape(acc, entry)}
+    def run(acc: Account) -> dict[str, Any]:
+        arn = call.get("PolicyArn")
+        _, entry = acc.managed(arn)
+        if entry is None:
+            name = (arn or "").rpartition("/")[2]
+            return {"Policy": {"PolicyName": name, "Arn": arn, "Path": "/",
+                               "DefaultVersionId": "v1", "IsAttachable": True,
+                               "AttachmentCount": acc.attachments(arn or "")}}  # fmt: skip
+        return {"Policy": _policy_shape(acc, entry)}
+
+    return await call.read(run)
 
 
 async def get_policy_version(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    text, entry = acc.managed(call.get("PolicyArn"))
+    text, entry = await call.read(lambda acc: acc.managed(call.get("PolicyArn")))
     version = call.get("VersionId") or "v1"
     versions = {"v1": text} if entry is None else entry["versions"]  # AWS's: one version here
     if version not in versions:
@@ -67,15 +72,21 @@ async def get_policy_version(call: Call) -> dict[str, Any]:
 
 
 async def list_policies(call: Call) -> dict[str, Any]:
-    acc = await call.read()
     scope = call.get("Scope") or "All"
-    entries = [] if scope == "AWS" else under(acc.doc["policies"], call.get("PathPrefix"))
-    shapes = [_policy_shape(acc, e) for e in entries]
-    if scope in ("All", "AWS"):
-        for arn in model.AWS_MANAGED:
+
+    def run(acc: Account) -> list[dict[str, Any]]:
+        entries = [] if scope == "AWS" else under(acc.doc["policies"], call.get("PathPrefix"))
+        aws = list(model.AWS_MANAGED) if scope in ("All", "AWS") else []
+        # Every count in one read of the attachments' index.
+        acc.view.attachments([*(_arn(acc, e) for e in entries), *aws])
+        shapes = [_policy_shape(acc, e) for e in entries]
+        for arn in aws:
             shapes.append({"PolicyName": arn.rpartition("/")[2], "Arn": arn, "Path": "/",
                            "DefaultVersionId": "v1", "IsAttachable": True,
                            "AttachmentCount": acc.attachments(arn)})  # fmt: skip
+        return shapes
+
+    shapes = await call.read(run)
     if call.get("OnlyAttached") == "true":
         shapes = [s for s in shapes if s["AttachmentCount"]]
     return page(call, shapes, "Policies", lambda p: p["PolicyName"].lower())
@@ -106,8 +117,7 @@ async def create_policy_version(call: Call) -> dict[str, Any]:
 
 
 async def list_policy_versions(call: Call) -> dict[str, Any]:
-    acc = await call.read()
-    entry = acc.customer_policy(call.get("PolicyArn"))
+    entry = await call.read(lambda acc: acc.customer_policy(call.get("PolicyArn")))
     shapes = [_version_shape(entry, v) for v in entry["versions"]]
     return page(call, shapes, "Versions", lambda v: f"{int(v['VersionId'][1:]):09d}")
 
@@ -163,20 +173,20 @@ def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
             detach = changing(lambda acc, entry, call: acc.detach(entry, call.get("PolicyArn")))
 
             async def get(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
-                text = acc.inline(kind, entry, call.get("PolicyName"))
+                def run(acc: Account) -> tuple[dict[str, Any], str]:
+                    entry = _holder(acc, kind, call.get(name_param))
+                    return entry, acc.inline(kind, entry, call.get("PolicyName"))
+
+                entry, text = await call.read(run)
                 return {name_param: entry["name"], "PolicyName": call.get("PolicyName"),
                         "PolicyDocument": quote(text, safe="")}  # fmt: skip
 
             async def list_(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
+                entry = await call.read(lambda acc: _holder(acc, kind, call.get(name_param)))
                 return page(call, list(entry["policies"]), "PolicyNames", lambda n: n)
 
             async def attached(call: Call) -> dict[str, Any]:
-                acc = await call.read()
-                entry = _holder(acc, kind, call.get(name_param))
+                entry = await call.read(lambda acc: _holder(acc, kind, call.get(name_param)))
                 shapes = [{"PolicyName": a.rpartition("/")[2], "PolicyArn": a}
                           for a in entry["attached"]]  # fmt: skip
                 return page(call, shapes, "AttachedPolicies", lambda p: p["PolicyName"])

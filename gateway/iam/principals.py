@@ -3,7 +3,8 @@ credentials from STS, as the `User` authentication verifies a signature with and
 judges.
 
 Roots are fixed at start. IAM's keys live in the catalog: the first request with a key reads
-it (its account's document), and the answer is kept for at most `ttl` seconds
+it (the access keys' index, then its user's row, its groups' and their managed policies' rows:
+nothing else of its account), and the answer is kept for at most `ttl` seconds
 (--iam-cache-seconds), so that a key made on any node works at once, and a key deactivated or
 deleted on any node stops working within `ttl` (at once on the worker that changed it).
 
@@ -23,9 +24,9 @@ from typing import Any
 from ..s3 import policy
 from ..s3.errors import S3Error
 from ..store import Store, crypto
-from ..store.identities import IdentityChange
 from ..users import Identity, User
-from .account import Account
+from . import view
+from .account import Account, change, read
 
 TOKEN_LABEL = "sts"
 
@@ -64,19 +65,21 @@ def user_identity(account: Account, user: dict[str, Any]) -> Identity:
 
 
 def role_identity(
-    account: Account,
+    account: str,
     role: dict[str, Any],
+    policies: list[str],
     session: str,
     session_policy: str | None,
     session_tags: Mapping[str, str] | None = None,
 ) -> Identity:
-    role_arn = account.arn("role", role["path"], role["name"])
-    assumed = f"arn:aws:sts::{account.id}:assumed-role/{role['name']}/{session}"
+    """A session of `role` (whose identity policies are `policies`)."""
+    role_arn = f"arn:aws:iam::{account}:role{role['path']}{role['name']}"
+    assumed = f"arn:aws:sts::{account}:assumed-role/{role['name']}/{session}"
     return Identity(
         arn=assumed,
         user_id=f"{role['id']}:{session}",
         arns=frozenset({assumed, role_arn}),
-        policies=_policies(account.role_policies(role)),
+        policies=_policies(policies),
         session_policy=(
             None
             if session_policy is None
@@ -110,10 +113,6 @@ class Principals(Mapping[str, User]):
         self._clock = clock
         self._wall = wall
         self._cache: dict[str, tuple[float, User]] = {}
-        # Accounts' documents as read, for the same bound: the keys of one account looked up
-        # within it read and parse its document once (an account of thousands of users has a
-        # document of megabytes).
-        self._documents: dict[str, tuple[float, Account]] = {}
 
     # -- Mapping --
 
@@ -131,10 +130,8 @@ class Principals(Mapping[str, User]):
         return len(self.roots)
 
     def forget(self) -> None:
-        """Drop every key and document kept: a change made on this worker counts here at
-        once."""
+        """Drop every key kept: a change made on this worker counts here at once."""
         self._cache.clear()
-        self._documents.clear()
 
     @property
     def master(self) -> bytes | None:
@@ -155,21 +152,27 @@ class Principals(Mapping[str, User]):
         if self._store is None or self.keys is None:
             return
         keys = self.keys
+        store = self._store
+        legacy = '"secret":"iam:'
 
-        def run(text: str | None) -> IdentityChange[None]:
-            acc = Account.load("", text)
-            changed = False
-            for user in [acc.doc["root"], *acc.doc["users"].values()]:
-                for key in user["keys"].values():
-                    resealed = keys.reseal_iam_secret(key["secret"])
-                    if resealed is not None:
-                        key["secret"], changed = resealed, True
-            return IdentityChange(None, acc.dump() if changed else None)
+        def reseal(entry: dict[str, Any]) -> None:
+            for key in entry["keys"].values():
+                resealed = keys.reseal_iam_secret(key["secret"])
+                if resealed is not None:
+                    key["secret"] = resealed
 
         for account in self.by_account:
-            text = await self._store.get_identities(account)
-            if text is not None and '"secret":"iam:' in text:
-                await self._store.change_identities(account, run)
+            users = await store.list_iam_entities(account, "user", containing=legacy)
+            root = await store.get_iam_account(account)
+            if not users and legacy not in (root or ""):
+                continue
+
+            def run(acc: Account, users: tuple[str, ...] = tuple(users)) -> None:
+                for entry in [acc.root(), *(acc.doc["users"].get(name) for name in users)]:
+                    if entry is not None:
+                        reseal(entry)
+
+            await change(store, account, run)
 
     # -- finding --
 
@@ -201,33 +204,20 @@ class Principals(Mapping[str, User]):
         if user is not None:
             self._cache[access_key] = (self._clock() + self._ttl, user)
 
-    async def _document(self, account: str, has: Callable[[Account], bool]) -> Account:
-        """The account's document, read at most once per bound (never changed here), unless
-        the copy kept lacks what is looked for (`has`): a key or role made since, on any
-        node, is found at once."""
-        assert self._store is not None
-        found = self._documents.get(account)
-        if found is not None and found[0] >= self._clock() and has(found[1]):
-            return found[1]
-        document = Account.load(account, await self._store.get_identities(account))
-        self._documents[account] = (self._clock() + self._ttl, document)
-        return document
-
     async def _key_user(self, access_key: str) -> User | None:
         if self._store is None or self.keys is None:
             return None
-        account_id = await self._store.account_of_key(access_key)
-        root = self.by_account.get(account_id or "")
-        if root is None:
+        owner = await self._store.access_key_owner(access_key)
+        root = self.by_account.get(owner[0] if owner else "")
+        if owner is None or root is None:
             return None
-        account = await self._document(
-            root.canonical_id, lambda acc: acc.user_of_key(access_key) is not None
+        found = await _read(
+            self._store, root.canonical_id, _key_holder(access_key), owner, access_key=access_key
         )
-        user = account.user_of_key(access_key)
-        if user is None or user["keys"][access_key]["status"] != "Active":
+        if found is None:
             return None
-        secret = self.keys.open_iam_secret(user["keys"][access_key]["secret"]).decode()
-        identity = None if account.is_root(user) else user_identity(account, user)
+        sealed, identity = found
+        secret = self.keys.open_iam_secret(sealed).decode()
         return User(access_key, secret, root.display_name, root.canonical_id, identity)
 
     async def _token_user(self, access_key: str, token: str) -> tuple[User | None, float]:
@@ -245,29 +235,69 @@ class Principals(Mapping[str, User]):
         if claims["kind"] == "root":
             if root.access_key != claims["parent"]:
                 return None, claims["exp"]  # the root's key changed: what it made goes too
+        elif claims["kind"] == "user":
+            assert self._store is not None
+            parent = claims["parent"]
+            owner = await self._store.access_key_owner(parent)
+            if owner is None or owner[0] != root.canonical_id:
+                return None, claims["exp"]
+            found = await _read(
+                self._store, root.canonical_id, _key_holder(parent), owner, access_key=parent
+            )
+            if found is None:
+                return None, claims["exp"]
+            identity = found[1]
         else:
+            assert self._store is not None
 
-            def has(acc: Account) -> bool:
-                if claims["kind"] == "user":
-                    return acc.user_of_key(claims["parent"]) is not None
+            def session(acc: Account) -> Identity | None:
                 role = acc.doc["roles"].get(claims["role"].lower())
-                return role is not None and role["id"] == claims["role_id"]
-
-            account = await self._document(root.canonical_id, has)
-            if claims["kind"] == "user":
-                user = account.user_of_key(claims["parent"])
-                if user is None or user["keys"][claims["parent"]]["status"] != "Active":
-                    return None, claims["exp"]
-                identity = None if account.is_root(user) else user_identity(account, user)
-            else:
-                role = account.doc["roles"].get(claims["role"].lower())
                 if role is None or role["id"] != claims["role_id"]:
-                    return None, claims["exp"]
-                identity = role_identity(
-                    account, role, claims["session"], claims.get("policy"), claims.get("tags")
-                )
+                    return None
+                return role_identity(
+                    acc.id, role, acc.role_policies(role), claims["session"],
+                    claims.get("policy"), claims.get("tags"),
+                )  # fmt: skip
+
+            need = view.Need(rows=(("roles", claims["role"].lower()),))
+            identity = await _read(self._store, root.canonical_id, session, need=need)
+            if identity is None:  # the role is gone (or another by its name): so is its session
+                return None, claims["exp"]
         user = User(access_key, claims["sk"], root.display_name, root.canonical_id, identity, token)
         return user, claims["exp"]
+
+
+def _key_holder(
+    access_key: str,
+) -> Callable[[Account], tuple[str, Identity | None] | None]:
+    """The rule that finds an active access key: its sealed secret, and its user's identity
+    (None for one of the root's own keys); None if it is not active or not there."""
+
+    def find(acc: Account) -> tuple[str, Identity | None] | None:
+        holder = acc.user_of_key(access_key)
+        if holder is None or holder["keys"][access_key]["status"] != "Active":
+            return None
+        identity = None if acc.is_root(holder) else user_identity(acc, holder)
+        return holder["keys"][access_key]["secret"], identity
+
+    return find
+
+
+async def _read(
+    store: Store,
+    account: str,
+    rule: Callable[[Account], Any],
+    owner: tuple[str, str] | None = None,
+    need: view.Need = view.NOTHING,
+    access_key: str = "",
+) -> Any:
+    """`rule` on the rows of `account` it reads; `owner` (`access_key`'s account and user,
+    as the index has them) names the row to read first."""
+    loaded = view.Loaded()
+    if owner is not None:
+        loaded.keys[access_key] = owner[1]
+        need = view.Need(rows=(("users", owner[1]),)) if owner[1] else view.Need(account=True)
+    return await read(store, account, rule, need, loaded)
 
 
 def check_token(user: User, token: str | None) -> None:

@@ -13,10 +13,11 @@ from ..s3 import policy
 from ..s3.authorize import identity_verdict, principal_keys
 from ..users import User
 from . import account as model
-from .account import Account, IamError
+from .account import Account, IamError, read
 from .call import MAX_TAGS, Call, arn_of, iso_time, tags_of
 from .judged import request_tags, resource_tags
 from .principals import role_identity, seal_token
+from .view import Need
 
 NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/"
 # GetSessionToken's and AssumeRole's DurationSeconds (the API references' bounds).
@@ -101,10 +102,19 @@ async def assume_role(call: Call) -> dict[str, Any]:
     root = call.principals.by_account.get(owner)
     if not prefix.startswith("arn:aws:iam::") or root is None or not rest.startswith("/"):
         raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
-    acc = Account.load(owner, await call.store.get_identities(owner))
-    role = acc.doc["roles"].get(rest.rpartition("/")[2].lower())
-    if role is None or acc.arn("role", role["path"], role["name"]) != arn:
+
+    def find(acc: Account) -> tuple[dict[str, Any], list[str]] | None:
+        role = acc.doc["roles"].get(rest.rpartition("/")[2].lower())
+        if role is None or acc.arn("role", role["path"], role["name"]) != arn:
+            return None
+        return role, acc.role_policies(role)
+
+    found = await read(
+        call.store, owner, find, Need(rows=(("roles", rest.rpartition("/")[2].lower()),))
+    )
+    if found is None:
         raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
+    role, policies = found
     if call.user.identity is None:
         # "You cannot use AWS account root user credentials to call AssumeRole" (its API
         # reference): AWS's answer.
@@ -157,7 +167,7 @@ async def assume_role(call: Call) -> dict[str, Any]:
         claims["tags"] = tags
     # The answer's account is the role's: the credentials act for it.
     call.user = User("", "", root.display_name, root.canonical_id)
-    identity = role_identity(acc, role, session, session_policy, tags)
+    identity = role_identity(owner, role, policies, session, session_policy, tags)
     return {
         "Credentials": _credentials(call, claims, seconds),
         "AssumedRoleUser": {"AssumedRoleId": identity.user_id, "Arn": identity.arn},

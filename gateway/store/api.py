@@ -24,7 +24,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from .model import Bucket, Extent, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from .model import Bucket, Extent, IamWrite, ListEntry, ObjectInfo, Part, StagedBlob, Upload
 
 T = TypeVar("T")
 
@@ -120,14 +120,43 @@ class BlobRow:
 
 
 class IdentityReader(Protocol):
-    """IAM's rows (gateway/iam/): an account's document and the account of an access key."""
+    """IAM's rows (gateway/iam/): an account's own row, its entities' rows by kind and
+    lower-case name, and the indexes that answer a rule without reading every entity."""
 
-    async def get_identities(self, account: str) -> str | None:
-        """The account's IAM document (JSON text), None: it has none yet."""
+    async def get_iam_account(self, account: str) -> str | None:
+        """The account's own row (its root's access keys, JSON), None: it has none yet."""
         ...
 
-    async def account_of_key(self, access_key: str) -> str | None:
-        """The account an IAM access key belongs to, None: no such key."""
+    async def get_iam_entities(
+        self, account: str, kind: str, names: Sequence[str]
+    ) -> dict[str, str]:
+        """The rows of `names` (lower-case) of one kind: name -> JSON; an absent name is not
+        there."""
+        ...
+
+    async def list_iam_entities(
+        self, account: str, kind: str, containing: str | None = None
+    ) -> dict[str, str]:
+        """Every row of one kind of the account (those whose JSON holds `containing`)."""
+        ...
+
+    async def iam_counts(self, account: str) -> dict[str, int]:
+        """How many rows of each kind the account has, and "access_key": its users' keys
+        (not its root's); a kind it has none of is absent."""
+        ...
+
+    async def iam_attachment_counts(self, account: str, arns: Sequence[str]) -> dict[str, int]:
+        """How many users, groups and roles of the account each managed policy is attached
+        to (an ARN attached to none is absent)."""
+        ...
+
+    async def iam_group_members(self, account: str, group: str) -> list[str]:
+        """The users (lower-case names) of a group."""
+        ...
+
+    async def access_key_owner(self, access_key: str) -> tuple[str, str] | None:
+        """The account and the user (lower-case name; "" the account's root) an IAM access
+        key belongs to, None: no such key."""
         ...
 
 
@@ -172,19 +201,16 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
 
     async def delete_bucket(self, name: str) -> None: ...
 
-    async def lock_identities(self, account: str) -> str | None:
-        """get_identities, for a change: no other transaction changes them until this one
-        ends."""
+    async def lock_iam_account(self, account: str) -> str | None:
+        """get_iam_account, for a change of the account's identities: no other transaction
+        changes them until this one ends (other accounts' are not held up)."""
         ...
 
-    async def put_identities(self, account: str, doc: str, new: bool) -> None:
-        """Store the account's IAM document; `new`: lock_identities found none (two writers
-        making an account's first document at once: one of them fails and is tried again)."""
+    async def write_identities(self, account: str, write: IamWrite) -> None:
+        """Store what a change of the account's identities made, under lock_iam_account's
+        lock: deletions first, then rows and index entries (two writers making an account's
+        first row at once: one of them fails and is tried again)."""
         ...
-
-    async def put_access_key(self, access_key: str, account: str) -> None: ...
-
-    async def delete_access_key(self, access_key: str) -> None: ...
 
     async def bucket_is_empty(self, name: str) -> bool:
         """No object, no older version and no delete marker."""

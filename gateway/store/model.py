@@ -255,3 +255,37 @@ class WriteCondition:
 
     if_match: str | None = None  # the current object's ETag must match this (`*`: exist)
     if_none_match: str | None = None  # the current object must not match this (`*`: none)
+
+
+@dataclass(frozen=True)
+class IamRow:
+    """One IAM entity's row: a user, group, role or customer managed policy of an account, by
+    its lower-case name (IAM's names are unique without regard to case), holding its JSON."""
+
+    kind: str  # user, group, role, policy
+    name: str
+    doc: str | None  # None: the row is deleted
+    new: bool = False  # no row had the name before this write
+
+
+@dataclass(frozen=True)
+class IamWrite:
+    """What one change of an account's identities writes: the rows it changed, and no other.
+    The indexes go with their entities' rows: an access key's account and user, a group's
+    members, a managed policy's attachments (user, group or role)."""
+
+    account_doc: str | None = None  # the account's own row (its root's keys); None: unchanged
+    account_new: bool = False  # the account had no row yet
+    rows: tuple[IamRow, ...] = ()
+    keys_added: tuple[tuple[str, str], ...] = ()  # (access key, user name; "" the root)
+    keys_removed: tuple[str, ...] = ()
+    members_added: tuple[tuple[str, str], ...] = ()  # (group name, user name)
+    members_removed: tuple[tuple[str, str], ...] = ()
+    attached: tuple[tuple[str, str, str], ...] = ()  # (policy ARN, kind, name)
+    detached: tuple[tuple[str, str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(
+            (self.account_doc is not None, self.rows, self.keys_added, self.keys_removed,
+             self.members_added, self.members_removed, self.attached, self.detached)
+        )  # fmt: skip

@@ -1,4 +1,4 @@
-"""IAM's quotas on an account's document (security review 4, M1): entities per account,
+"""IAM's quotas on an account (security review 4, M1): entities per account,
 descriptions, trust policies; AWS's LimitExceeded and ValidationError
 (reference_iam-quotas.html)."""
 

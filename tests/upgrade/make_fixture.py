@@ -1,7 +1,7 @@
 """Make the upgrade fixture of one catalog schema version, with that version's own gateway.
 
-    .venv/bin/python -m tests.upgrade.make_fixture sqlite 8
-    .venv/bin/python -m tests.upgrade.make_fixture postgresql 7
+    .venv/bin/python -m tests.upgrade.make_fixture sqlite 9
+    .venv/bin/python -m tests.upgrade.make_fixture postgresql 8
 
 The commit that introduced the version (COMMITS; a new schema version adds its line here) is
 exported into a temporary folder, its gateway started on a fresh data folder (and, for
@@ -59,6 +59,7 @@ COMMITS = {
         6: "0538bff",
         7: "c6099e1",
         8: "54c5449",
+        9: "ecfc257",
     },
     "postgresql": {
         2: "1067d5d",
@@ -67,6 +68,7 @@ COMMITS = {
         5: "0538bff",
         6: "c6099e1",
         7: "54c5449",
+        8: "ecfc257",
     },
 }
 

@@ -44,6 +44,7 @@ from ..model import (
     NULL_VERSION,
     Bucket,
     Extent,
+    IamWrite,
     ObjectInfo,
     Part,
     StagedBlob,
@@ -233,27 +234,71 @@ class PostgresTx(ConnReader):
         if await self._run(sql, (*args, *more)) != 1:
             raise Conflict()
 
-    async def lock_identities(self, account: str) -> str | None:
+    async def lock_iam_account(self, account: str) -> str | None:
+        # Every change of the account's identities takes this row first: they are made one
+        # at a time (their rules read the account's counts and indexes), other accounts'
+        # alongside. An account's first row, made by two at once: the second INSERT fails
+        # (unique violation) and its write, run again, finds and locks the first's.
         row = await self._one(
-            "SELECT doc FROM identities WHERE account = %s FOR UPDATE", (account,)
+            "SELECT doc FROM iam_accounts WHERE account = %s FOR UPDATE", (account,)
         )
         return row[0] if row else None
 
-    async def put_identities(self, account: str, doc: str, new: bool) -> None:
-        # A first document made by two at once: the second INSERT fails (unique violation)
-        # and its write, run again, finds and locks the first's.
-        if new:
-            await self._run("INSERT INTO identities (account, doc) VALUES (%s, %s)", (account, doc))
-        else:
-            await self._run("UPDATE identities SET doc = %s WHERE account = %s", (doc, account))
-
-    async def put_access_key(self, access_key: str, account: str) -> None:
-        await self._run(
-            "INSERT INTO access_keys (access_key, account) VALUES (%s, %s)", (access_key, account)
-        )
-
-    async def delete_access_key(self, access_key: str) -> None:
-        await self._run("DELETE FROM access_keys WHERE access_key = %s", (access_key,))
+    async def write_identities(self, account: str, write: IamWrite) -> None:
+        # Nothing waits for these answers: they go in one round trip with the COMMIT's flush.
+        for key in write.keys_removed:
+            self._defer("DELETE FROM access_keys WHERE access_key = %s", (key,))
+        for group, user in write.members_removed:
+            self._defer(
+                "DELETE FROM iam_members WHERE account = %s AND group_name = %s AND user_name = %s",
+                (account, group, user),
+            )
+        for arn, kind, name in write.detached:
+            self._defer(
+                "DELETE FROM iam_attachments WHERE account = %s AND policy_arn = %s "
+                "AND kind = %s AND name = %s",
+                (account, arn, kind, name),
+            )
+        for row in write.rows:
+            if row.doc is None:
+                self._defer(
+                    "DELETE FROM iam_entities WHERE account = %s AND kind = %s AND name = %s",
+                    (account, row.kind, row.name),
+                )
+        if write.account_doc is not None:
+            if write.account_new:
+                sql = "INSERT INTO iam_accounts (doc, account) VALUES (%s, %s)"
+            else:
+                sql = "UPDATE iam_accounts SET doc = %s WHERE account = %s"
+            self._defer(sql, (write.account_doc, account))
+        for row in write.rows:
+            if row.doc is not None and row.new:
+                self._defer(
+                    "INSERT INTO iam_entities (account, kind, name, doc) VALUES (%s, %s, %s, %s)",
+                    (account, row.kind, row.name, row.doc),
+                )
+            elif row.doc is not None:
+                self._defer(
+                    "UPDATE iam_entities SET doc = %s WHERE account = %s AND kind = %s "
+                    "AND name = %s",
+                    (row.doc, account, row.kind, row.name),
+                )
+        for key, user in write.keys_added:
+            self._defer(
+                "INSERT INTO access_keys (access_key, account, user_name) VALUES (%s, %s, %s)",
+                (key, account, user),
+            )
+        for group, user in write.members_added:
+            self._defer(
+                "INSERT INTO iam_members (account, group_name, user_name) VALUES (%s, %s, %s)",
+                (account, group, user),
+            )
+        for arn, kind, name in write.attached:
+            self._defer(
+                "INSERT INTO iam_attachments (account, policy_arn, kind, name) "
+                "VALUES (%s, %s, %s, %s)",
+                (account, arn, kind, name),
+            )
 
     async def delete_bucket(self, name: str) -> None:
         await self._run("DELETE FROM buckets WHERE name = %s", (name,))

@@ -88,7 +88,6 @@ class Reads:
     _BUCKET_LOCK = ""
     _OBJECT_LOCK = ""
     _UPLOAD_LOCK = ""
-    _IDENTITIES_LOCK = ""
 
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         raise NotImplementedError
@@ -227,17 +226,58 @@ class Reads:
         )
         return {blob for (blob,) in rows}
 
-    async def get_identities(self, account: str) -> str | None:
-        row = await self._one(
-            f"SELECT doc FROM identities WHERE account = %s{self._IDENTITIES_LOCK}", (account,)
-        )
+    async def get_iam_account(self, account: str) -> str | None:
+        row = await self._one("SELECT doc FROM iam_accounts WHERE account = %s", (account,))
         return row[0] if row else None
 
-    async def account_of_key(self, access_key: str) -> str | None:
-        row = await self._one(
-            "SELECT account FROM access_keys WHERE access_key = %s", (access_key,)
+    async def get_iam_entities(
+        self, account: str, kind: str, names: Sequence[str]
+    ) -> dict[str, str]:
+        rows = await self._all(
+            "SELECT name, doc FROM iam_entities WHERE account = %s AND kind = %s "
+            "AND name = ANY(%s)",
+            (account, kind, list(names)),
         )
-        return row[0] if row else None
+        return dict(rows)  # type: ignore[arg-type]
+
+    async def list_iam_entities(
+        self, account: str, kind: str, containing: str | None = None
+    ) -> dict[str, str]:
+        sql = "SELECT name, doc FROM iam_entities WHERE account = %s AND kind = %s"
+        if containing is None:
+            return dict(await self._all(sql, (account, kind)))  # type: ignore[arg-type]
+        rows = await self._all(f"{sql} AND strpos(doc, %s) > 0", (account, kind, containing))
+        return dict(rows)  # type: ignore[arg-type]
+
+    async def iam_counts(self, account: str) -> dict[str, int]:
+        rows = await self._all(
+            "SELECT kind, count(*) FROM iam_entities WHERE account = %s GROUP BY kind "
+            "UNION ALL SELECT 'access_key', count(*) FROM access_keys "
+            "WHERE account = %s AND user_name > ''",
+            (account, account),
+        )
+        return {kind: int(n) for kind, n in rows if n}
+
+    async def iam_attachment_counts(self, account: str, arns: Sequence[str]) -> dict[str, int]:
+        rows = await self._all(
+            "SELECT policy_arn, count(*) FROM iam_attachments WHERE account = %s "
+            "AND policy_arn = ANY(%s) GROUP BY policy_arn",
+            (account, list(arns)),
+        )
+        return {arn: int(n) for arn, n in rows}
+
+    async def iam_group_members(self, account: str, group: str) -> list[str]:
+        rows = await self._all(
+            "SELECT user_name FROM iam_members WHERE account = %s AND group_name = %s",
+            (account, group),
+        )
+        return [name for (name,) in rows]
+
+    async def access_key_owner(self, access_key: str) -> tuple[str, str] | None:
+        row = await self._one(
+            "SELECT account, user_name FROM access_keys WHERE access_key = %s", (access_key,)
+        )
+        return (row[0], row[1]) if row else None
 
 
 class PooledReader(Reads):

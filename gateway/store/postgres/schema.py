@@ -22,7 +22,13 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+
+# Schema 7's document parts and the kind of their rows at 8.
+_PARTS = (
+    "(VALUES ('user', 'users'), ('group', 'groups'), ('role', 'roles'), "
+    "('policy', 'policies')) p (kind, part)"
+)
 
 # version -> the statements that bring the schema from the version before it to this one.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -145,6 +151,57 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             access_key  text COLLATE "C" PRIMARY KEY,
             account     text COLLATE "C" NOT NULL
         )""",
+    ),
+    # IAM's rows: the account's own row (its root's access keys: the row a change of the
+    # account's identities holds), a row per user, group, role and customer managed policy by
+    # its lower-case name, each its entity's JSON; the indexes a rule or a look-up reads
+    # instead of every entity (an access key's user, a group's members, a managed policy's
+    # attachments). Schema 7's documents are split into them.
+    8: (
+        """CREATE TABLE IF NOT EXISTS iam_accounts (
+            account     text COLLATE "C" PRIMARY KEY,
+            doc         text NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS iam_entities (
+            account     text COLLATE "C" NOT NULL,
+            kind        text COLLATE "C" NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            doc         text NOT NULL,
+            PRIMARY KEY (account, kind, name)
+        )""",
+        """CREATE TABLE IF NOT EXISTS iam_members (
+            account     text COLLATE "C" NOT NULL,
+            group_name  text COLLATE "C" NOT NULL,
+            user_name   text COLLATE "C" NOT NULL,
+            PRIMARY KEY (account, group_name, user_name)
+        )""",
+        """CREATE TABLE IF NOT EXISTS iam_attachments (
+            account     text COLLATE "C" NOT NULL,
+            policy_arn  text COLLATE "C" NOT NULL,
+            kind        text COLLATE "C" NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            PRIMARY KEY (account, policy_arn, kind, name)
+        )""",
+        """ALTER TABLE access_keys
+            ADD COLUMN IF NOT EXISTS user_name text COLLATE "C" NOT NULL DEFAULT ''""",
+        "CREATE INDEX IF NOT EXISTS access_keys_by_user ON access_keys (account, user_name)",
+        """INSERT INTO iam_accounts (account, doc)
+            SELECT account, coalesce(doc::json -> 'root', '{"name":"","keys":{}}'::json)::text
+            FROM identities""",
+        f"""INSERT INTO iam_entities (account, kind, name, doc)
+            SELECT i.account, p.kind, e.key, e.value::text
+            FROM identities i CROSS JOIN {_PARTS}, json_each(i.doc::json -> p.part) e""",
+        """INSERT INTO iam_members (account, group_name, user_name)
+            SELECT i.account, g.value, u.key FROM identities i,
+            json_each(i.doc::json -> 'users') u, json_array_elements_text(u.value -> 'groups') g""",
+        f"""INSERT INTO iam_attachments (account, policy_arn, kind, name)
+            SELECT DISTINCT i.account, a.value, p.kind, e.key
+            FROM identities i CROSS JOIN {_PARTS}, json_each(i.doc::json -> p.part) e,
+            json_array_elements_text(e.value -> 'attached') a WHERE p.kind <> 'policy'""",
+        """UPDATE access_keys k SET user_name = u.key FROM identities i,
+            json_each(i.doc::json -> 'users') u
+            WHERE i.account = k.account AND u.value -> 'keys' -> k.access_key IS NOT NULL""",
+        "DROP TABLE identities",
     ),
 }
 

@@ -18,6 +18,7 @@ from ..model import (
     NULL_VERSION,
     Bucket,
     Extent,
+    IamWrite,
     ListEntry,
     ObjectInfo,
     Part,
@@ -237,17 +238,72 @@ class SqliteReader:
             found.update(row[0] for row in rows)
         return found
 
-    async def get_identities(self, account: str) -> str | None:
+    async def get_iam_account(self, account: str) -> str | None:
         row = self.conn.execute(
-            "SELECT doc FROM identities WHERE account = ?", (account,)
+            "SELECT doc FROM iam_accounts WHERE account = ?", (account,)
         ).fetchone()
         return row[0] if row else None
 
-    async def account_of_key(self, access_key: str) -> str | None:
+    async def get_iam_entities(
+        self, account: str, kind: str, names: Sequence[str]
+    ) -> dict[str, str]:
+        found: dict[str, str] = {}
+        names = list(dict.fromkeys(names))
+        for start in range(0, len(names), _LOOKUP_BATCH):
+            batch = names[start : start + _LOOKUP_BATCH]
+            rows = self.conn.execute(
+                "SELECT name, doc FROM iam_entities WHERE account = ? AND kind = ? "
+                f"AND name IN ({','.join('?' * len(batch))})",
+                (account, kind, *batch),
+            )
+            found.update(rows)
+        return found
+
+    async def list_iam_entities(
+        self, account: str, kind: str, containing: str | None = None
+    ) -> dict[str, str]:
+        sql = "SELECT name, doc FROM iam_entities WHERE account = ? AND kind = ?"
+        if containing is None:
+            return dict(self.conn.execute(sql, (account, kind)))
+        return dict(self.conn.execute(f"{sql} AND instr(doc, ?) > 0", (account, kind, containing)))
+
+    async def iam_counts(self, account: str) -> dict[str, int]:
+        counts = dict(
+            self.conn.execute(
+                "SELECT kind, count(*) FROM iam_entities WHERE account = ? GROUP BY kind",
+                (account,),
+            )
+        )
         row = self.conn.execute(
-            "SELECT account FROM access_keys WHERE access_key = ?", (access_key,)
+            "SELECT count(*) FROM access_keys WHERE account = ? AND user_name > ''", (account,)
         ).fetchone()
-        return row[0] if row else None
+        return {**counts, "access_key": row[0]} if row[0] else counts
+
+    async def iam_attachment_counts(self, account: str, arns: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        arns = list(dict.fromkeys(arns))
+        for start in range(0, len(arns), _LOOKUP_BATCH):
+            batch = arns[start : start + _LOOKUP_BATCH]
+            rows = self.conn.execute(
+                "SELECT policy_arn, count(*) FROM iam_attachments WHERE account = ? "
+                f"AND policy_arn IN ({','.join('?' * len(batch))}) GROUP BY policy_arn",
+                (account, *batch),
+            )
+            found.update(rows)
+        return found
+
+    async def iam_group_members(self, account: str, group: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT user_name FROM iam_members WHERE account = ? AND group_name = ?",
+            (account, group),
+        )
+        return [name for (name,) in rows]
+
+    async def access_key_owner(self, access_key: str) -> tuple[str, str] | None:
+        row = self.conn.execute(
+            "SELECT account, user_name FROM access_keys WHERE access_key = ?", (access_key,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
 
 
 class SqliteAudit:
@@ -328,23 +384,48 @@ class SqliteTx(SqliteReader):
                 (*args, *more),
             )
 
-    async def lock_identities(self, account: str) -> str | None:
-        return await self.get_identities(account)  # one writer at a time
+    async def lock_iam_account(self, account: str) -> str | None:
+        return await self.get_iam_account(account)  # one writer at a time
 
-    async def put_identities(self, account: str, doc: str, new: bool) -> None:
-        self.conn.execute(
-            "INSERT INTO identities (account, doc) VALUES (?, ?) "
-            "ON CONFLICT (account) DO UPDATE SET doc = excluded.doc",
-            (account, doc),
+    async def write_identities(self, account: str, write: IamWrite) -> None:
+        run, many = self.conn.execute, self.conn.executemany
+        many("DELETE FROM access_keys WHERE access_key = ?", [(k,) for k in write.keys_removed])
+        many(
+            "DELETE FROM iam_members WHERE account = ? AND group_name = ? AND user_name = ?",
+            [(account, *m) for m in write.members_removed],
         )
-
-    async def put_access_key(self, access_key: str, account: str) -> None:
-        self.conn.execute(
-            "INSERT INTO access_keys (access_key, account) VALUES (?, ?)", (access_key, account)
+        many(
+            "DELETE FROM iam_attachments WHERE account = ? AND policy_arn = ? AND kind = ? "
+            "AND name = ?",
+            [(account, *a) for a in write.detached],
         )
-
-    async def delete_access_key(self, access_key: str) -> None:
-        self.conn.execute("DELETE FROM access_keys WHERE access_key = ?", (access_key,))
+        many(
+            "DELETE FROM iam_entities WHERE account = ? AND kind = ? AND name = ?",
+            [(account, r.kind, r.name) for r in write.rows if r.doc is None],
+        )
+        if write.account_doc is not None:
+            run(
+                "INSERT INTO iam_accounts (account, doc) VALUES (?, ?) "
+                "ON CONFLICT (account) DO UPDATE SET doc = excluded.doc",
+                (account, write.account_doc),
+            )
+        many(
+            "INSERT INTO iam_entities (account, kind, name, doc) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (account, kind, name) DO UPDATE SET doc = excluded.doc",
+            [(account, r.kind, r.name, r.doc) for r in write.rows if r.doc is not None],
+        )
+        many(
+            "INSERT INTO access_keys (access_key, account, user_name) VALUES (?, ?, ?)",
+            [(k, account, user) for k, user in write.keys_added],
+        )
+        many(
+            "INSERT INTO iam_members (account, group_name, user_name) VALUES (?, ?, ?)",
+            [(account, *m) for m in write.members_added],
+        )
+        many(
+            "INSERT INTO iam_attachments (account, policy_arn, kind, name) VALUES (?, ?, ?, ?)",
+            [(account, *a) for a in write.attached],
+        )
 
     async def delete_bucket(self, name: str) -> None:
         self.conn.execute("DELETE FROM buckets WHERE name = ?", (name,))

@@ -9,8 +9,80 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 8
-SCHEMA = """
+SCHEMA_VERSION = 9
+
+# IAM (gateway/iam/): an account's identities as rows. The account's own row (its root's access
+# keys: the row a change of the account's identities holds), a row per user, group, role and
+# customer managed policy by its lower-case name (IAM's names are unique without regard to
+# case), each its entity's JSON; and the indexes a rule or a look-up reads instead of every
+# entity: which account and user an access key is ("" the root), a group's members, a managed
+# policy's attachments.
+IAM_SCHEMA = """
+CREATE TABLE IF NOT EXISTS iam_accounts (
+    account     TEXT PRIMARY KEY,
+    doc         TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS iam_entities (
+    account     TEXT NOT NULL,
+    kind        TEXT NOT NULL,  -- user, group, role, policy
+    name        TEXT NOT NULL,
+    doc         TEXT NOT NULL,
+    PRIMARY KEY (account, kind, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS iam_members (
+    account     TEXT NOT NULL,
+    group_name  TEXT NOT NULL,
+    user_name   TEXT NOT NULL,
+    PRIMARY KEY (account, group_name, user_name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS iam_attachments (
+    account     TEXT NOT NULL,
+    policy_arn  TEXT NOT NULL,
+    kind        TEXT NOT NULL,  -- user, group, role
+    name        TEXT NOT NULL,
+    PRIMARY KEY (account, policy_arn, kind, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access_keys (
+    access_key  TEXT PRIMARY KEY,
+    account     TEXT NOT NULL,
+    user_name   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS access_keys_by_user ON access_keys (account, user_name);
+"""
+
+# 9: schema 8's one document per account (`identities`) split into IAM_SCHEMA's rows, and the
+# access keys' index rebuilt from the documents with the user each key is.
+_PARTS = (("user", "users"), ("group", "groups"), ("role", "roles"), ("policy", "policies"))
+SPLIT_IDENTITIES = (
+    "DROP TABLE access_keys;"
+    + IAM_SCHEMA
+    + "INSERT INTO iam_accounts (account, doc) SELECT account, "
+    """coalesce(json_extract(doc, '$.root'), '{"name":"","keys":{}}') FROM identities;"""
+    + "".join(
+        "INSERT INTO iam_entities (account, kind, name, doc) "
+        f"SELECT i.account, '{kind}', e.key, e.value FROM identities i, "
+        f"json_each(i.doc, '$.{part}') e;"
+        for kind, part in _PARTS
+    )
+    + "INSERT INTO iam_members (account, group_name, user_name) "
+    "SELECT i.account, g.value, u.key FROM identities i, json_each(i.doc, '$.users') u, "
+    "json_each(u.value, '$.groups') g;"
+    + "".join(
+        "INSERT OR IGNORE INTO iam_attachments (account, policy_arn, kind, name) "
+        f"SELECT i.account, a.value, '{kind}', e.key FROM identities i, "
+        f"json_each(i.doc, '$.{part}') e, json_each(e.value, '$.attached') a;"
+        for kind, part in _PARTS[:3]
+    )
+    + "INSERT INTO access_keys (access_key, account, user_name) "
+    "SELECT k.key, i.account, u.key FROM identities i, json_each(i.doc, '$.users') u, "
+    "json_each(u.value, '$.keys') k;"
+    "INSERT INTO access_keys (access_key, account, user_name) "
+    "SELECT k.key, i.account, '' FROM identities i, json_each(i.doc, '$.root.keys') k;"
+    "DROP TABLE identities;"
+)
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS buckets (
     name        TEXT PRIMARY KEY,
     owner       TEXT NOT NULL,
@@ -105,18 +177,9 @@ CREATE TABLE IF NOT EXISTS catalog_id (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     id  TEXT NOT NULL
 );
-
--- IAM (gateway/iam/): each account's users, groups, roles, policies and access keys as one
--- JSON document, changed in one transaction; and which account each access key belongs to.
-CREATE TABLE IF NOT EXISTS identities (
-    account     TEXT PRIMARY KEY,
-    doc         TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS access_keys (
-    access_key  TEXT PRIMARY KEY,
-    account     TEXT NOT NULL
-) WITHOUT ROWID;
 """
+    + IAM_SCHEMA
+)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -170,7 +233,11 @@ def initialise(path: Path) -> None:
         # 6: blob intents, a table of its own made by SCHEMA (empty: no write in flight).
         # 7: the catalog's id, also recorded in its data folder (Store.check_folder): made by
         # SCHEMA, empty until the next start claims one.
-        # 8: IAM's identities and access keys, tables of their own made by SCHEMA (empty).
+        # 8: IAM's identities, one document per account, and the access keys' index.
+        # 9: IAM's rows (IAM_SCHEMA): a catalog older than 8 gets them from SCHEMA, empty; one
+        # at 8 has its documents split into them.
+        if version == 8:
+            steps.append(SPLIT_IDENTITIES)
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         try:
             conn.executescript(
