@@ -399,6 +399,7 @@ async def copy(
     attrs: ObjectAttrs,
     dest: sse.Requested,
     lock: ObjectLock = NO_LOCK,
+    condition: WriteCondition | None = None,
 ) -> ObjectInfo:
     """A whole-object copy: over the source's blobs (their keys re-wrapped for a server-
     managed destination) where the ciphertext can be shared, the ETag reused when it is a
@@ -408,7 +409,7 @@ async def copy(
     attrs = dest.attrs(attrs)
     if not reuses_ciphertext(source, dest):
         blob = await reencrypt(store, source, source_key, 0, source.size, dest)
-        return await put(store, bucket, key, blob, attrs, dest, lock=lock)
+        return await put(store, bucket, key, blob, attrs, dest, condition, lock=lock)
     rewrap = dest.encryption if dest.server_managed else None
     if dest.etag_is_md5:
         etag, learnt = await whole_md5(store, source, source_key)
@@ -417,7 +418,7 @@ async def copy(
         etag, learnt = dest.etag(""), None
         content_md5 = (known_md5(source) or "") if dest.sse_key is None else ""
     return await store.copy_object(
-        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5
+        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5, condition
     )
 
 
