@@ -191,6 +191,19 @@ def object_checksum(
         )
     name = upload.attrs.checksums.get("algorithm")
     algorithm = checksums.algorithm(name) if name else None
+    # An upload that chose none gets the default's (CRC64NVME), which Complete may name.
+    kept = algorithm or checksums.DEFAULT
+    for other in checksums.ALGORITHMS.values():
+        if other is not kept and other.header in headers:
+            # The object's checksum named under another algorithm than the upload's (or for
+            # an upload that chose none): it cannot be checked against the parts', and is
+            # refused rather than ignored.
+            raise S3Error(
+                "InvalidRequest",
+                f"The upload was created using the {(name or 'null').lower()} checksum "
+                f"algorithm. The complete request must not name a {other.name.lower()} "
+                "checksum.",
+            )
     if algorithm is None:
         for part in parts:
             if sent.get(part.number):
@@ -200,7 +213,14 @@ def object_checksum(
                 raise S3Error(
                     "InvalidPart", UploadId=upload.id, PartNumber=part.number, ETag=part.etag
                 )
-        return default_of_parts(upload, parts)
+        made = default_of_parts(upload, parts)
+        expected = headers.get(kept.header)
+        if expected is not None and made.get(kept.header) not in (None, expected):
+            raise S3Error(
+                "BadDigest",
+                f"The {kept.name} you specified did not match the calculated checksum.",
+            )
+        return made
     field = f"Checksum{algorithm.name}"
     for part in parts:
         named = sent.get(part.number, {}).get(field)

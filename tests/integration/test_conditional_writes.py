@@ -87,3 +87,43 @@ def test_a_presigned_urls_signed_condition_is_honoured(gateway, s3, bucket):
     free = _presigned(f"{gateway.url}/{bucket}/free", {"If-None-Match": "*"})
     assert raw.send("PUT", free, {}, b"made").status == 200
     assert s3.get_object(Bucket=bucket, Key="free")["Body"].read() == b"made"
+
+
+def test_completes_object_checksum_is_checked_against_the_parts(s3, bucket):
+    """A checksum Complete names for the whole object is the parts' combination, under the
+    upload's algorithm: a wrong value is BadDigest, another algorithm's InvalidRequest (it
+    was ignored), and GetObject of one part of a COMPOSITE object gives that part's."""
+    import os
+
+    bodies = [os.urandom(5 * 1024 * 1024), os.urandom(1000)]
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="k", ChecksumAlgorithm="CRC32")
+    uid, parts = upload["UploadId"], []
+    for n, data in enumerate(bodies, 1):
+        made = s3.upload_part(Bucket=bucket, Key="k", UploadId=uid, PartNumber=n, Body=data,
+                              ChecksumAlgorithm="CRC32")  # fmt: skip
+        parts.append(
+            {"PartNumber": n, "ETag": made["ETag"], "ChecksumCRC32": made["ChecksumCRC32"]}
+        )
+
+    def complete(**kw):  # type: ignore[no-untyped-def]
+        return s3.complete_multipart_upload(
+            Bucket=bucket, Key="k", UploadId=uid, MultipartUpload={"Parts": parts}, **kw
+        )
+
+    assert _error(complete, ChecksumCRC32="AAAAAA==") == (400, "BadDigest")
+    assert _error(complete, ChecksumSHA256="A" * 43 + "=") == (400, "InvalidRequest")
+    done = complete()
+    assert done["ChecksumType"] == "COMPOSITE" and done["ChecksumCRC32"].endswith("-2")
+    for n, part in enumerate(parts, 1):
+        got = s3.get_object(Bucket=bucket, Key="k", PartNumber=n, ChecksumMode="ENABLED")
+        assert got["ChecksumCRC32"] == part["ChecksumCRC32"]
+        assert got["Body"].read() == bodies[n - 1]
+    # An upload that chose no algorithm has the default's (CRC64NVME) and no other.
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="d")["UploadId"]
+    made = s3.upload_part(Bucket=bucket, Key="d", UploadId=uid, PartNumber=1, Body=b"d")
+    with pytest.raises(ClientError) as refused:
+        s3.complete_multipart_upload(
+            Bucket=bucket, Key="d", UploadId=uid, ChecksumCRC32="AAAAAA==",
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": made["ETag"]}]},
+        )  # fmt: skip
+    assert refused.value.response["Error"]["Code"] == "InvalidRequest"
