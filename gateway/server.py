@@ -245,7 +245,7 @@ def _console_files(settings: Settings) -> None:
 
 def _tls(settings: Settings) -> tuple[ssl.SSLContext | None, Path | None]:
     if settings.tls_self_signed:
-        cert, key = tls.self_signed(settings.data)
+        cert, key = tls.self_signed(settings.data, settings.domain)
     elif settings.tls_cert and settings.tls_key:
         cert, key = settings.tls_cert, settings.tls_key
     else:

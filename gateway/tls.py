@@ -18,11 +18,40 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
-def self_signed(data: Path) -> tuple[Path, Path]:
-    """A certificate for localhost / 127.0.0.1 / ::1, created once and then reused."""
+# The virtual-hosted domain the README documents for a laptop (`--domain s3.localhost`):
+# always named, so that BUCKET.s3.localhost verifies.
+LOCAL_DOMAIN = "s3.localhost"
+
+
+def _names(domain: str | None) -> list[str]:
+    """The DNS names the certificate covers: localhost, and each domain with its wildcard (a
+    wildcard covers one label, so `*.localhost` alone never verified `bucket.localhost`'s
+    virtual-hosted requests under `s3.localhost`)."""
+    names = ["localhost"]
+    for served in dict.fromkeys([LOCAL_DOMAIN, *([domain] if domain else [])]):
+        names += [served, f"*.{served}"]
+    return names
+
+
+def _covers(cert: Path, names: list[str]) -> bool:
+    from cryptography import x509
+
+    try:
+        loaded = x509.load_pem_x509_certificate(cert.read_bytes())
+        found = loaded.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except (ValueError, x509.ExtensionNotFound):
+        return False
+    return set(names) <= set(found.value.get_values_for_type(x509.DNSName))
+
+
+def self_signed(data: Path, domain: str | None = None) -> tuple[Path, Path]:
+    """A certificate for localhost / 127.0.0.1 / ::1 and the virtual-hosted domain(s)
+    (`s3.localhost`, and `domain`, each with its wildcard), created once and then reused;
+    made again when `domain` is one it does not name."""
     folder = data / SELF_SIGNED_DIR
     cert, key = folder / "localhost.crt", folder / "localhost.key"
-    if cert.exists() and key.exists():
+    wanted = _names(domain)
+    if cert.exists() and key.exists() and _covers(cert, wanted):
         return cert, key
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -33,8 +62,7 @@ def self_signed(data: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "s3gw localhost")])
     now = datetime.datetime.now(datetime.UTC)
     names = [
-        x509.DNSName("localhost"),
-        x509.DNSName("*.localhost"),
+        *(x509.DNSName(n) for n in wanted),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("::1")),
     ]

@@ -191,6 +191,19 @@ def object_checksum(
         )
     name = upload.attrs.checksums.get("algorithm")
     algorithm = checksums.algorithm(name) if name else None
+    # An upload that chose none gets the default's (CRC64NVME), which Complete may name.
+    kept = algorithm or checksums.DEFAULT
+    for other in checksums.ALGORITHMS.values():
+        if other is not kept and other.header in headers:
+            # The object's checksum named under another algorithm than the upload's (or for
+            # an upload that chose none): it cannot be checked against the parts', and is
+            # refused rather than ignored.
+            raise S3Error(
+                "InvalidRequest",
+                f"The upload was created using the {(name or 'null').lower()} checksum "
+                f"algorithm. The complete request must not name a {other.name.lower()} "
+                "checksum.",
+            )
     if algorithm is None:
         for part in parts:
             if sent.get(part.number):
@@ -200,7 +213,14 @@ def object_checksum(
                 raise S3Error(
                     "InvalidPart", UploadId=upload.id, PartNumber=part.number, ETag=part.etag
                 )
-        return default_of_parts(upload, parts)
+        made = default_of_parts(upload, parts)
+        expected = headers.get(kept.header)
+        if expected is not None and made.get(kept.header) not in (None, expected):
+            raise S3Error(
+                "BadDigest",
+                f"The {kept.name} you specified did not match the calculated checksum.",
+            )
+        return made
     field = f"Checksum{algorithm.name}"
     for part in parts:
         named = sent.get(part.number, {}).get(field)
@@ -399,6 +419,7 @@ async def copy(
     attrs: ObjectAttrs,
     dest: sse.Requested,
     lock: ObjectLock = NO_LOCK,
+    condition: WriteCondition | None = None,
 ) -> ObjectInfo:
     """A whole-object copy: over the source's blobs (their keys re-wrapped for a server-
     managed destination) where the ciphertext can be shared, the ETag reused when it is a
@@ -408,7 +429,7 @@ async def copy(
     attrs = dest.attrs(attrs)
     if not reuses_ciphertext(source, dest):
         blob = await reencrypt(store, source, source_key, 0, source.size, dest)
-        return await put(store, bucket, key, blob, attrs, dest, lock=lock)
+        return await put(store, bucket, key, blob, attrs, dest, condition, lock=lock)
     rewrap = dest.encryption if dest.server_managed else None
     if dest.etag_is_md5:
         etag, learnt = await whole_md5(store, source, source_key)
@@ -417,7 +438,7 @@ async def copy(
         etag, learnt = dest.etag(""), None
         content_md5 = (known_md5(source) or "") if dest.sse_key is None else ""
     return await store.copy_object(
-        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5
+        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5, condition
     )
 
 

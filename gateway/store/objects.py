@@ -251,9 +251,11 @@ class Objects(StoreCore):
         lock: ObjectLock = NO_LOCK,
         rewrap: crypto.Encryption | None = None,
         content_md5: str | None = None,
+        condition: WriteCondition | None = None,
     ) -> ObjectInfo:
         """A new object over the source's extents: metadata only, whatever the size. It does
-        not take the source's Object Lock: `lock` (or the bucket's default) applies.
+        not take the source's Object Lock: `lock` (or the bucket's default) applies;
+        `condition`: what the destination's current object must be (checked in the commit).
 
         `source` is the version the caller checked (conditions, ETag); if the source changed
         before the commit, SourceChanged is raised and the caller starts again. `learnt_md5`,
@@ -266,6 +268,7 @@ class Objects(StoreCore):
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             await require_unchanged(tx, source)
+            await check_write(tx, bucket, key, condition)
             if learnt_md5 is not None:
                 await tx.remember_content_md5(source, learnt_md5)
             obj = ObjectInfo(

@@ -27,6 +27,7 @@ from ..middleware import COPY_SOURCE
 from ..params import attrs_from_headers, check_key, check_version_id, part_number
 from ..ranges import byte_offset
 from .multipart import checksum_nodes, part_encryption
+from .objects import write_condition
 
 COPY_PREFIX = "x-amz-copy-source-"
 _COPY_RANGE = re.compile(r"bytes=([0-9]+)-([0-9]+)")
@@ -143,6 +144,9 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
     lock = retention.lock_from_headers(ctx.headers, ctx.bucket_record)
     dest = sse.requested(ctx)
     wanted = _requested_checksum(ctx)
+    condition = await write_condition(
+        ctx
+    )  # the destination's (the source's: x-amz-copy-source-if-*)
 
     async def attempt() -> web.StreamResponse:
         source, answer = await _source(ctx, ref)
@@ -181,7 +185,9 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         attrs = ctx.with_acl(attrs)
         # The destination's encryption is the request's (or its bucket's default), never the
         # source's.
-        obj = await writes.copy(ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock)
+        obj = await writes.copy(
+            ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock, condition
+        )
         if obj.version_id != NULL_VERSION:
             answer["x-amz-version-id"] = obj.version_id
         answer.update(sse.echo(obj.attrs, context=True))

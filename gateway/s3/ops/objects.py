@@ -147,14 +147,31 @@ async def stage_body(
     )
 
 
+def _condition_value(ctx: Context, name: str) -> str | None:
+    """A conditional write's header, or the same name as a parameter of a presigned URL's
+    query (which its signature covers: a URL made for `If-None-Match: *` carries it)."""
+    found = ctx.headers.get(name)
+    if found is None:
+        found = next((v for k, v in ctx.query.items() if k.lower() == name), None)
+    return found
+
+
 async def write_condition(ctx: Context) -> WriteCondition | None:
-    """If-Match / If-None-Match on a write (AWS's conditional writes: `*` or ETags). Checked
-    once before the body is read (a cheap early answer) and again, atomically, when the write
-    commits."""
-    if_match = ctx.headers.get("if-match")
-    if_none_match = ctx.headers.get("if-none-match")
+    """If-Match / If-None-Match on a write (AWS's conditional writes: `*` or ETags): PutObject,
+    CopyObject's destination, CompleteMultipartUpload. Checked once before the body is read
+    (a cheap early answer) and again, atomically, when the write commits."""
+    if_match = _condition_value(ctx, "if-match")
+    if_none_match = _condition_value(ctx, "if-none-match")
     if if_match is None and if_none_match is None:
         return None
+    if if_match is not None and if_none_match is not None:
+        # AWS takes one of the two on a write, and says so with 501.
+        raise S3Error(
+            "NotImplemented",
+            "A header you provided implies functionality that is not implemented",
+            Header="If-Match,If-None-Match",
+            additionalMessage="Multiple conditional request headers present in the request",
+        )
     condition = WriteCondition(if_match=if_match, if_none_match=if_none_match)
     await ctx.store.check_write(ctx.bucket, ctx.key, condition)
     return condition
