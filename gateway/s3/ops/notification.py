@@ -70,6 +70,8 @@ async def _validate(
         elif named.account != owner:
             failures.append((arn, "The destination belongs to another account"))
         else:
+            if any(t.name == named.name for t in usable.values()):
+                continue  # another ARN of the same topic: tested once
             try:
                 usable[arn] = topics.Topic.from_doc(
                     owner, named.name, region, found[named.name], _opener(ctx)
