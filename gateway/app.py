@@ -14,6 +14,7 @@ from .config import Settings
 from .iam.api import Services, is_service_request
 from .iam.principals import Principals
 from .keyring import load_keyring
+from .notify.sns import TopicsApi
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
 from .s3.protocol import S3_HANDLER
@@ -85,7 +86,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
     principals = Principals(users, store, keys, settings.iam_cache_seconds)
-    services = Services(store, principals)
+    services = Services(store, principals, {"sns": TopicsApi(store, settings)})
     handler = s3_handler(
         store, settings, principals, delivery.take, principals, (is_service_request, services)
     )

@@ -6,6 +6,7 @@ Every flag `--some-name` also reads `S3GW_SOME_NAME`; a flag given on the comman
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import tomllib
 from collections.abc import Collection, Mapping
@@ -54,6 +55,8 @@ class Settings:
     kms_keys: Path | None = None
     sse_c_over_http: str = "refuse"
     email_grants: str = "refuse"
+    # --notify-networks as given (CIDRs); empty: every address but link-local ones.
+    notify_networks: tuple[str, ...] = ()
     # The web console's HOST and PORT (None: no console).
     console: tuple[str, int] | None = None
 
@@ -149,6 +152,15 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "refuse",
         "ACL grants by emailAddress: refuse (405, as AWS since October 2025) or resolve (to "
         "the users file's user with that email)",
+    ),
+    # A topic's endpoint is a request made on a tenant's behalf (gateway/notify/networks.py).
+    (
+        "notify-networks",
+        str,
+        None,
+        "CIDRs a notification topic's endpoint may resolve to, checked at CreateTopic and at "
+        "each connection; unset: every address except link-local ones (169.254.0.0/16, "
+        "fe80::/10)",
     ),
     ("loop", str, "uvloop", "event loop: uvloop, or asyncio (the standard library's)"),
     ("log-level", str, "info", "debug, info, warning or error"),
@@ -334,6 +346,20 @@ def _address(address: str, flag: str = "address") -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def _cidrs(value: str | None) -> tuple[str, ...]:
+    """--notify-networks: CIDRs, by commas or spaces; each checked here, once."""
+    found = tuple((value or "").replace(",", " ").split())
+    for part in found:
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise StartError(
+                f"{setting_name('notify-networks')} must be CIDRs (10.0.0.0/8, fd00::/8), "
+                f"not {part!r}"
+            ) from None
+    return found
+
+
 _PATHS = ("users", "tls-cert", "tls-key", "kms-keys")
 
 
@@ -393,6 +419,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         kms_keys=paths["kms-keys"],
         sse_c_over_http=values["sse-c-over-http"],
         email_grants=values["email-grants"],
+        notify_networks=_cidrs(values["notify-networks"]),
         console=(
             _address(values["console-address"], "console-address")
             if values["console-address"]

@@ -1,7 +1,8 @@
 """IAM's and STS's query APIs on the gateway's endpoint: form-encoded POSTs signed for the
 service `iam` or `sts` (as aws-cli and the SDKs send them with --endpoint-url), answered in
 their XML (https://docs.aws.amazon.com/IAM/latest/APIReference/ and
-https://docs.aws.amazon.com/STS/latest/APIReference/).
+https://docs.aws.amazon.com/STS/latest/APIReference/). Those signed for `sns` are handed to
+SNS's handler (gateway/notify/sns.py).
 
 Each action is authorised by the one authorisation function (`authorize.decide_account`: an
 account's root may act on its own account, an IAM identity as its policies allow) and runs on
@@ -12,6 +13,7 @@ transaction.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -46,10 +48,16 @@ def is_service_request(request: web.Request, host_bucket: str | None) -> bool:
 
 
 def _service_of(request: web.Request) -> str:
+    """The service a request's signature names (its credential scope's): sts, sns, else iam."""
     authorization = request.headers.get("authorization", "")
     _, found, rest = authorization.partition("Credential=")
     scope = rest.split(",")[0].split("/") if found else []
-    return "sts" if len(scope) >= 4 and scope[3] == "sts" else "iam"
+    service = scope[3] if len(scope) >= 4 else ""
+    return service if service in ("sts", "sns") else "iam"
+
+
+# Another service's handler, for requests signed for it (SNS's: gateway/notify/sns.py).
+Handler = Callable[[web.Request, Authenticator], Awaitable[web.StreamResponse]]
 
 
 # -- XML -----------------------------------------------------------------------------------
@@ -154,14 +162,21 @@ async def perform(
 class Services:
     """The handler of IAM and STS requests (the S3 dispatcher hands them over)."""
 
-    def __init__(self, store: Store, principals: Principals) -> None:
+    def __init__(
+        self, store: Store, principals: Principals, others: Mapping[str, Handler] | None = None
+    ) -> None:
+        """`others`: the handlers of other services' requests, by service (sns)."""
         self.store = store
         self.principals = principals
+        self.others = dict(others or {})
 
     async def __call__(
         self, request: web.Request, authenticator: Authenticator
     ) -> web.StreamResponse:
         service = _service_of(request)
+        other = self.others.get(service)
+        if other is not None:
+            return await other(request, authenticator)
         namespace = sts.NAMESPACE if service == "sts" else model.NAMESPACE
         actions = STS_ACTIONS if service == "sts" else IAM_ACTIONS
         request_id = request.get(REQUEST_ID, "")

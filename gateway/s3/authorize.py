@@ -128,6 +128,10 @@ RULES: dict[str, Rule] = {
     Op.PutPublicAccessBlock: Rule("s3:PutBucketPublicAccessBlock"),
     Op.DeletePublicAccessBlock: Rule("s3:PutBucketPublicAccessBlock"),
     Op.DeleteBucketOwnershipControls: Rule("s3:PutBucketOwnershipControls"),
+    # The IAM actions keep the older API's names (PutBucketNotification): the service
+    # authorization reference lists no s3:PutBucketNotificationConfiguration.
+    Op.GetBucketNotificationConfiguration: Rule("s3:GetBucketNotification"),
+    Op.PutBucketNotificationConfiguration: Rule("s3:PutBucketNotification"),
 }
 # Decided key by key by the operation (through Context.allowed), each refusal an entry of
 # its answer, as AWS reports them.

@@ -47,6 +47,7 @@ from .ops import (
     lifecycle,
     listing,
     multipart,
+    notification,
     objectlock,
     objects,
     ownership,
@@ -77,6 +78,7 @@ OPERATIONS: dict[str, Operation] = {
     **post.OPERATIONS,
     **encryption.OPERATIONS,
     **bucketlog.OPERATIONS,
+    **notification.OPERATIONS,
 }
 # Reads of one object that take its latest version with the bucket (Dispatcher._bucket).
 _READS_LATEST = frozenset({Op.GetObject, Op.HeadObject})

@@ -447,6 +447,9 @@ AWS_S3_ALIAS = "alias/aws/s3"
 # the master re-wraps, so they outlive it) with this label; `iam` alone names one sealed
 # under the master itself, as before that key existed (Keyring.open_iam_secret).
 IAM_SECRET = "iam-key"
+# The label of a topic's push-endpoint sealed under the same key (gateway/notify/topics.py): a
+# label of its own, so that neither kind of secret can stand in for the other.
+TOPIC_SECRET = "topic-endpoint"
 _LEGACY_IAM_SECRET = "iam"
 
 
@@ -563,6 +566,16 @@ class Keyring:
         """An IAM secret key; one sealed under the master (before the `iam` key) too."""
         legacy = label_of(sealed) == _LEGACY_IAM_SECRET
         return open_secret(self.master if legacy else self.iam, sealed)
+
+    def seal_topic_secret(self, secret: bytes) -> str:
+        """A topic's push-endpoint, which may carry a password or a token: under the key of
+        IAM's secrets (wrapped by the master, so a rotation leaves it readable)."""
+        return _wrap(self.iam, TOPIC_SECRET, secret)
+
+    def open_topic_secret(self, sealed: str) -> bytes:
+        if label_of(sealed) != TOPIC_SECRET:
+            raise WrongKey(label_of(sealed))
+        return open_secret(self.iam, sealed)
 
     def reseal_iam_secret(self, sealed: str) -> str | None:
         """One sealed under the master, sealed under the `iam` key instead (None: it is

@@ -31,6 +31,7 @@ from .model import (
 )
 from .objects import Objects
 from .reader import ObjectReader
+from .topics import Topics
 from .uploads import Uploads
 
 __all__ = ["Latest", "Store", "leftover_files", "paired"]
@@ -38,7 +39,7 @@ __all__ = ["Latest", "Store", "leftover_files", "paired"]
 log = logging.getLogger(__name__)
 
 
-class Store(Buckets, Objects, Uploads, Identities):
+class Store(Buckets, Objects, Uploads, Identities, Topics):
     """The Store: its buckets (buckets.py), objects and versions (objects.py) and multipart
     uploads (uploads.py) and IAM's rows (identities.py) over what they share (core.py); here,
     the start-up sweep and reads."""

@@ -97,6 +97,19 @@ def test_the_modules_were_read() -> None:
             ),
             (),
         ),
+        # Notifications: configuration, records, matching and the networks bound are pure
+        # (no HTTP), so the outbox's consumer and every door can use them; the sender and the
+        # SNS API sit in modules of their own. No adapter either way.
+        (
+            "gateway.notify",
+            ("aiohttp",),
+            ("gateway.notify.webhook", "gateway.notify.sns"),
+        ),
+        (
+            "gateway.notify",
+            ("gateway.store.sqlite", "gateway.store.postgres", "gateway.store.blobs", "sqlite3"),
+            (),
+        ),
         # Settings and users sit below the protocol: neither imports from it.
         ("gateway.config", ("gateway.s3",), ()),
         ("gateway.users", ("gateway.s3",), ()),
