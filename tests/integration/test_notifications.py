@@ -87,7 +87,9 @@ def server(
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
+def receiver(server: GatewayProcess) -> Iterator[Receiver]:
+    """One per module's gateway (so per catalog: what one catalog's tests sent is not
+    counted in the other's)."""
     found = Receiver()
     yield found
     found.close()
