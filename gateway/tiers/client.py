@@ -175,7 +175,9 @@ class S3Client:
             # The base class's close closes every connection at once, before it returns
             # (TCPConnector's own is a coroutine, for the resolver, which here owns nothing).
             with contextlib.suppress(RuntimeError):  # its loop has ended: nothing left open
-                aiohttp.BaseConnector.close(connector, abort_ssl=True)
+                waiter = aiohttp.BaseConnector.close(connector, abort_ssl=True)
+                # Nobody waits for the closes to be acknowledged: said so, for aiohttp.
+                waiter.__await__().close()
 
     async def call(
         self,

@@ -73,7 +73,17 @@ def test_each_command_lists_only_its_own_flags_in_its_help():
         "--region",
     }
     assert {"--workers", "--tls-self-signed", "--console-address"} <= helps["serve"]
-    assert helps["fsck"] == {"--help", "--data", "--catalog", "--deep", "--repair"}
+    assert helps["fsck"] == {
+        "--help",
+        "--data",
+        "--catalog",
+        "--blobs",
+        "--blobs-endpoint",
+        "--blobs-region",
+        "--blobs-addressing",
+        "--deep",
+        "--repair",
+    }
     assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
     assert helps["keys"] == {"--help", "--data"}
 
