@@ -419,10 +419,16 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
     values: dict[str, Any] = {flag: _value(args, flag, env) for flag, *_ in _OPTIONS}
     host, port = _address(values["address"])
     paths = {name: Path(values[name]) if values[name] else None for name in _PATHS}
+    blobs = blobs_url(values["blobs"])
+    if blobs is not None and not (values["blobs-access-key"] and values["blobs-secret-key"]):
+        raise StartError(
+            f"{setting_name('blobs')} needs {setting_name('blobs-access-key')} and "
+            f"{setting_name('blobs-secret-key')}"
+        )
     return Settings(
         data=Path(values["data"]),
         catalog=catalog_url(values["catalog"]),
-        blobs=blobs_url(values["blobs"]),
+        blobs=blobs,
         blobs_endpoint=values["blobs-endpoint"] or None,
         blobs_region=values["blobs-region"],
         blobs_access_key=values["blobs-access-key"] or None,
