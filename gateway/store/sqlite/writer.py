@@ -66,6 +66,7 @@ class GroupWriter:
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="catalog")
         self._pending: list[_Write] = []
         self._drainer: asyncio.Task[None] | None = None
+        self._closed = False
 
     def run(
         self, fn: Callable[[SqliteTx], Awaitable[T]], *, long: bool = False
@@ -79,6 +80,9 @@ class GroupWriter:
         return fut
 
     def close(self) -> None:
+        # A write queued after this (a background worker's, as the process stops) is
+        # answered as refused by _drain, never run on the closed connection.
+        self._closed = True
         self._thread.shutdown(wait=True)
         self._conn.close()
         os.close(self._turn)
@@ -89,6 +93,12 @@ class GroupWriter:
             while self._pending:
                 group = self._pending[: self.MAX_GROUP]
                 del self._pending[: self.MAX_GROUP]
+                if self._closed:
+                    closed = errors.StorageUnavailable("the catalog is closed (stopping)")
+                    for write in group:
+                        if not write.fut.done():
+                            write.fut.set_exception(closed)
+                    continue
                 try:
                     await self._take_turn()
                     if any(write.long for write in group):
@@ -100,11 +110,15 @@ class GroupWriter:
                             self._thread, self._commit, self._apply(group)
                         )
                 except Exception as exc:  # no turn, or the thread is gone: nothing committed
-                    log.exception("catalog group failed")
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    fcntl.flock(self._turn, fcntl.LOCK_UN)  # harmless if not held
-                    outcomes = [(None, exc)] * len(group)
+                    if self._closed:  # closed under it as the process stops: refused, no more
+                        closed = errors.StorageUnavailable("the catalog is closed (stopping)")
+                        outcomes = [(None, closed)] * len(group)
+                    else:
+                        log.exception("catalog group failed")
+                        if self._conn.in_transaction:
+                            self._conn.execute("ROLLBACK")
+                        fcntl.flock(self._turn, fcntl.LOCK_UN)  # harmless if not held
+                        outcomes = [(None, exc)] * len(group)
                 for write, (result, exc) in zip(group, outcomes, strict=True):
                     if write.fut.done():  # its caller went away: the outcome stands regardless
                         continue
