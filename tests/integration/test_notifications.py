@@ -87,7 +87,8 @@ def server(
 
 
 @pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
+def receiver(module_catalog: str | None) -> Iterator[Receiver]:
+    # One per catalog: the module's tests run on each, with the same bucket and topic names.
     found = Receiver()
     yield found
     found.close()
