@@ -40,6 +40,9 @@ DELETE = "s3:ObjectRemoved:Delete"
 MARKER = "s3:ObjectRemoved:DeleteMarkerCreated"
 EXPIRED = "s3:LifecycleExpiration:Delete"
 EXPIRED_MARKER = "s3:LifecycleExpiration:DeleteMarkerCreated"
+TAGGED = "s3:ObjectTagging:Put"
+UNTAGGED = "s3:ObjectTagging:Delete"
+ACL = "s3:ObjectAcl:Put"
 
 # (a bucket's notification document, an event, a key) -> the (configuration id, destination
 # ARN) pairs it fires, in the document's order (empty: none).

@@ -88,8 +88,11 @@ class Receiver:
 def server(
     tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None
 ) -> Iterator[GatewayProcess]:
+    # A lifecycle "day" of a second, so that an expiration happens within the test.
     gateway = GatewayProcess(
-        tmp_path_factory.mktemp("delivery") / "data", catalog=module_catalog
+        tmp_path_factory.mktemp("delivery") / "data",
+        {"S3GW_LIFECYCLE_DAY": "1"},
+        catalog=module_catalog,
     ).start()
     yield gateway
     gateway.stop()
@@ -282,6 +285,46 @@ def test_a_destination_that_refuses_twice(server: GatewayProcess, receiver: Rece
     records = receiver.wait_for("/refusing", "second")
     assert [r["s3"]["object"]["key"] for r in records] == ["first"] * 3 + ["second"]
     assert len({r["s3"]["object"]["sequencer"] for r in records[:3]}) == 1
+
+
+def test_tagging_acl_and_lifecycle_events(server: GatewayProcess, receiver: Receiver) -> None:
+    s3 = _client(server, "s3")
+    s3.create_bucket(Bucket="changes", ObjectOwnership="ObjectWriter")
+    arn = _topic(server, "changes", f"{receiver.url}/changes")
+    s3.put_bucket_notification_configuration(
+        Bucket="changes",
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {
+                    "Id": "attrs",
+                    "TopicArn": arn,
+                    "Events": ["s3:ObjectTagging:*", "s3:ObjectAcl:Put"],
+                },
+                {"Id": "expiry", "TopicArn": arn, "Events": ["s3:LifecycleExpiration:*"]},
+            ]
+        },
+    )
+    put = s3.put_object(Bucket="changes", Key="t", Body=b"t")  # not configured: no record
+    tags = {"TagSet": [{"Key": "k", "Value": "v"}]}
+    s3.put_object_tagging(Bucket="changes", Key="t", Tagging=tags)
+    s3.delete_object_tagging(Bucket="changes", Key="t")
+    s3.put_object_acl(Bucket="changes", Key="t", ACL="private")
+    s3.put_bucket_lifecycle_configuration(
+        Bucket="changes",
+        LifecycleConfiguration={
+            "Rules": [{"ID": "r", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}}]
+        },
+    )
+    records = receiver.wait_for("/changes", "t", 4)
+    assert _summary(records) == [
+        ("ObjectTagging:Put", "t", "attrs"),
+        ("ObjectTagging:Delete", "t", "attrs"),
+        ("ObjectAcl:Put", "t", "attrs"),
+        ("LifecycleExpiration:Delete", "t", "expiry"),
+    ]
+    assert records[0]["s3"]["object"]["eTag"] == put["ETag"].strip('"')
+    # The lifecycle worker is the service itself, as on AWS.
+    assert records[3]["userIdentity"] == {"principalId": "s3.amazonaws.com"}
 
 
 def test_a_bucket_without_notifications_records_nothing(
