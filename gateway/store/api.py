@@ -128,6 +128,10 @@ class CatalogReader(Protocol):
         """How many rows the outbox holds."""
         ...
 
+    async def get_topics(self, account: str) -> dict[str, str]:
+        """The account's notification topics: name -> document (JSON)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BlobRow:
@@ -341,6 +345,17 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
     async def drop_lease(self, name: str, holder: str) -> None:
         """Give back the lease `name` if `holder` holds it."""
         ...
+
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        """get_topics, for a change of the account's topics: no other transaction changes
+        those rows until this one ends."""
+        ...
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        """Make or replace a topic."""
+        ...
+
+    async def delete_topic(self, account: str, name: str) -> None: ...
 
 
 class Catalog(Protocol):

@@ -69,15 +69,14 @@ class Receiver:
         """The records of `path` once `count` of them name `key` (URL-encoded as records
         carry it), waiting at most WAIT seconds."""
         deadline = time.monotonic() + WAIT
+        found: list[dict[str, Any]] = []
         with self.arrived:
-            while True:
+            while time.monotonic() < deadline:
                 found = [r for p, b in self.received if p == path for r in b.get("Records", [])]
                 if sum(r["s3"]["object"]["key"] == key for r in found) >= count:
                     return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no record of {key} at {path} within {WAIT} s: {found}")
-                self.arrived.wait(left)
+                self.arrived.wait(1.0)
+        raise AssertionError(f"no {count} records of {key} at {path} within {WAIT} s: {found}")
 
     def close(self) -> None:
         self.server.shutdown()

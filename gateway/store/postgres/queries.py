@@ -618,6 +618,24 @@ class PostgresTx(ConnReader):
     async def drop_lease(self, name: str, holder: str) -> None:
         await self._run("DELETE FROM leases WHERE name = %s AND holder = %s", (name, holder))
 
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        # Two changes of one account's topics wait for each other on its rows; two making an
+        # account's first topics at once both go ahead (a name made twice: the upsert).
+        rows = await self._all(
+            "SELECT name, doc FROM topics WHERE account = %s FOR UPDATE", (account,)
+        )
+        return {name: doc for name, doc in rows}
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        await self._run(
+            "INSERT INTO topics (account, name, doc) VALUES (%s, %s, %s) "
+            "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
+            (account, name, doc),
+        )
+
+    async def delete_topic(self, account: str, name: str) -> None:
+        await self._run("DELETE FROM topics WHERE account = %s AND name = %s", (account, name))
+
     async def delete_upload(self, upload_id: str) -> list[Part]:
         # The upload's row first: its exclusive lock waits for the parts being written into
         # it (they hold its SHARE lock), whose rows the next statement then sees.

@@ -295,6 +295,10 @@ class Reads:
         row = await self._one("SELECT count(*) FROM outbox")
         return int(row[0]) if row else 0
 
+    async def get_topics(self, account: str) -> dict[str, str]:
+        rows = await self._all("SELECT name, doc FROM topics WHERE account = %s", (account,))
+        return {name: doc for name, doc in rows}
+
 
 class PooledReader(Reads):
     """The catalog's point reads: each statement on a pooled connection of its own, in

@@ -207,7 +207,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # written in the transaction of the change, removed once every consumer acknowledged it;
     # `seq` is an identity (never used twice: the records' sequencer only increases for a
     # key). Leases: background work held by one process at a time across every node.
+    # Topics: each account's notification topics, a JSON document by name (until then files
+    # of the data folder, imported at the next start: Store.sweep).
     9: (
+        """CREATE TABLE IF NOT EXISTS topics (
+            account     text COLLATE "C" NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            doc         text NOT NULL,
+            PRIMARY KEY (account, name)
+        )""",
         """CREATE TABLE IF NOT EXISTS outbox (
             seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             bucket      text COLLATE "C" NOT NULL,

@@ -321,6 +321,10 @@ class SqliteReader:
         (count,) = self.conn.execute("SELECT count(*) FROM outbox").fetchone()
         return int(count)
 
+    async def get_topics(self, account: str) -> dict[str, str]:
+        rows = self.conn.execute("SELECT name, doc FROM topics WHERE account = ?", (account,))
+        return dict(rows.fetchall())
+
 
 class SqliteAudit:
     """api.CatalogAudit: whole-table scans, row by row."""
@@ -636,6 +640,19 @@ class SqliteTx(SqliteReader):
 
     async def drop_lease(self, name: str, holder: str) -> None:
         self.conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        return await self.get_topics(account)  # the one writer: nobody else changes them
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        self.conn.execute(
+            "INSERT INTO topics (account, name, doc) VALUES (?, ?, ?) "
+            "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
+            (account, name, doc),
+        )
+
+    async def delete_topic(self, account: str, name: str) -> None:
+        self.conn.execute("DELETE FROM topics WHERE account = ? AND name = ?", (account, name))
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(

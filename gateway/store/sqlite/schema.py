@@ -191,6 +191,13 @@ CREATE TABLE IF NOT EXISTS outbox (
     time_ns     INTEGER NOT NULL,
     facts       TEXT NOT NULL
 );
+-- Notification topics (gateway/notify/topics.py): each account's, a JSON document by name.
+CREATE TABLE IF NOT EXISTS topics (
+    account     TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    doc         TEXT NOT NULL,
+    PRIMARY KEY (account, name)
+) WITHOUT ROWID;
 -- Background work held by one process at a time across every node (the outbox's consumers).
 CREATE TABLE IF NOT EXISTS leases (
     name        TEXT PRIMARY KEY,
@@ -258,8 +265,9 @@ def initialise(path: Path) -> None:
         # at 8 has its documents split into them.
         if version == 8:
             steps.append(SPLIT_IDENTITIES)
-        # 10: the outbox and the leases (gateway/store/outbox.py), tables of their own made by
-        # SCHEMA, empty.
+        # 10: the outbox and the leases (gateway/store/outbox.py), and the topics (until then
+        # files of the data folder, imported at the next start: Store.sweep), tables of their
+        # own made by SCHEMA, empty.
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         try:
             conn.executescript(
