@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -284,6 +285,13 @@ def test_a_destination_that_refuses_twice(server: GatewayProcess, receiver: Rece
     records = receiver.wait_for("/refusing", "second")
     assert [r["s3"]["object"]["key"] for r in records] == ["first"] * 3 + ["second"]
     assert len({r["s3"]["object"]["sequencer"] for r in records[:3]}) == 1
+    # Counted: the refusals as failed attempts, the acknowledgements as deliveries.
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    values = dict(re.findall(r"^(s3gw_notif\w+) (\S+)$", text, re.MULTILINE))
+    assert float(values["s3gw_notification_failures_total"]) >= 2
+    assert float(values["s3gw_notifications_delivered_total"]) >= 2
+    assert "s3gw_notifications_pending" in values
 
 
 def test_tagging_acl_and_lifecycle_events(server: GatewayProcess, receiver: Receiver) -> None:
