@@ -94,6 +94,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         settings.region,
         networks(settings.notify_networks),
         keys.open_topic_secret,
+        settings.notify_retention,
     )
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)

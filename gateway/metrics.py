@@ -138,7 +138,7 @@ _directory: Path | None = None
 
 def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
-    global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED
+    global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED, NOTIFY_DROPPED
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -189,6 +189,11 @@ def _define(registry: CollectorRegistry | None) -> None:
     NOTIFY_FAILED = Counter(
         "s3gw_notification_failures",
         "Deliveries of event messages that failed (each is tried again, with backoff)",
+        registry=registry,
+    )
+    NOTIFY_DROPPED = Counter(
+        "s3gw_notifications_dropped",
+        "Events dropped undelivered: older than --notify-retention, or their topic is gone",
         registry=registry,
     )
 

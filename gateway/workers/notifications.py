@@ -15,7 +15,8 @@ BACKOFF_MAX. A destination that acknowledged a row is not sent it again while th
 holds the lease; after a crash or a change of holder it may be (at least once, never lost).
 
 A topic deleted since the change was recorded has nowhere to go: its records are dropped,
-with a warning naming the topic.
+with a warning naming the topic. So is an event that has waited longer than the retention
+(--notify-retention, a week by default). Both are counted (s3gw_notifications_dropped).
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ class NotificationWorker:
         region: str,
         networks: Networks,
         open_secret: Callable[[str], bytes] | None,
+        retention: float = 604_800.0,
     ) -> None:
         self.store = store
+        self.retention_ns = int(retention * 1e9)
         self.region = region
         self.networks = networks
         self.open_secret = open_secret
@@ -124,7 +127,16 @@ class NotificationWorker:
         failed: set[str] = set()  # destinations that failed in this pass
         held: set[tuple[str, str]] = set()  # keys with a row not delivered
         done: list[int] = []
+        expired = time.time_ns() - self.retention_ns
         for row in rows:
+            if row.time_ns < expired:
+                # Waited longer than the retention: dropped, counted (--notify-retention).
+                log.warning(
+                    "notifications: an event of %s older than the retention is dropped", row.bucket
+                )
+                metrics.NOTIFY_DROPPED.inc()
+                done.append(row.seq)
+                continue
             if (row.bucket, row.key) in held:
                 continue
             if await self._deliver(row, found, failed):
@@ -173,6 +185,7 @@ class NotificationWorker:
             if topic is None or not topic.endpoint:
                 # Deleted since (or made without an endpoint): nowhere to deliver to.
                 log.warning("notifications: %s has no endpoint now; its event is dropped", arn)
+                metrics.NOTIFY_DROPPED.inc()
                 continue
             body = records.message([records.record(change, self.region, configuration_id)])
             delivery = await self.sender.send(topic, body)

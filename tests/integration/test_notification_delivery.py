@@ -394,3 +394,47 @@ def test_nothing_is_lost_across_a_crash(tmp_path: Path, catalog: str | None) -> 
     finally:
         gateway.stop()
         receiver.close()
+
+
+def _metric(gateway: GatewayProcess, name: str) -> float:
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_an_event_older_than_the_retention_is_dropped(tmp_path: Path, catalog: str | None) -> None:
+    receiver = Receiver()
+    gateway = GatewayProcess(
+        tmp_path / "data", {"S3GW_NOTIFY_RETENTION": "1"}, catalog=catalog
+    ).start()
+    try:
+        s3, sns = _client(gateway, "s3"), _client(gateway, "sns")
+        s3.create_bucket(Bucket="kept")
+        # Nobody listens there: its events wait, and go once they are a second old.
+        arn = _topic(gateway, "kept", "http://127.0.0.1:9/kept")
+        s3.put_bucket_notification_configuration(
+            Bucket="kept",
+            NotificationConfiguration={
+                "TopicConfigurations": [
+                    {"Id": "c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
+                ]
+            },
+            SkipDestinationValidation=True,
+        )
+        s3.put_object(Bucket="kept", Key="old", Body=b"o")
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if _metric(gateway, "s3gw_notifications_dropped_total") >= 1:
+                break
+            time.sleep(0.2)
+        assert _metric(gateway, "s3gw_notifications_dropped_total") >= 1
+        sns.set_topic_attributes(
+            TopicArn=arn, AttributeName="push-endpoint", AttributeValue=f"{receiver.url}/kept"
+        )
+        s3.put_object(Bucket="kept", Key="new", Body=b"n")
+        records = receiver.wait_for("/kept", "new")
+        assert _summary(records) == [("ObjectCreated:Put", "new", "c")]
+    finally:
+        gateway.stop()
+        receiver.close()
