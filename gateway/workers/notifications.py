@@ -129,6 +129,10 @@ class NotificationWorker:
         done: list[int] = []
         expired = time.time_ns() - self.retention_ns
         for row in rows:
+            # A long pass (slow destinations) renews the lease as it goes, and stops if another
+            # holder took it: two holders delivering at once would break a key's order.
+            if not await self._hold():
+                break
             if row.time_ns < expired:
                 # Waited longer than the retention: dropped, counted (--notify-retention).
                 log.warning(

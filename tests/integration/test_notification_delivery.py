@@ -7,6 +7,8 @@ every record arrives. On both catalogs."""
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import http.server
 import json
 import re
@@ -21,6 +23,7 @@ import pytest
 
 from tests.integration.test_notifications import _client
 from tests.integration.test_post_object import form_of, post
+from tests.postgres import PostgresServer
 from tests.reliability.harness import CrashableGateway
 from tests.server import GatewayProcess
 
@@ -437,4 +440,48 @@ def test_an_event_older_than_the_retention_is_dropped(tmp_path: Path, catalog: s
         assert _summary(records) == [("ObjectCreated:Put", "new", "c")]
     finally:
         gateway.stop()
+        receiver.close()
+
+
+def test_two_nodes_writing_at_once(postgres: PostgresServer, tmp_path: Path) -> None:
+    """Two nodes (one of two processes) on one PostgreSQL catalog and data folder, writes
+    spread over both at once: every record is delivered, each at most twice (one holder of
+    the lease delivers at a time; a change of holder may send a record again)."""
+    receiver = Receiver()
+    url = postgres.database()
+    nodes = [
+        GatewayProcess(tmp_path / "data", {"S3GW_CATALOG": url, "S3GW_WORKERS": str(n)}).start()
+        for n in (2, 1)
+    ]
+    try:
+        s3 = _client(nodes[0], "s3")
+        s3.create_bucket(Bucket="both")
+        # Made on one node, used by the other's worker: topics are the catalog's.
+        arn = _topic(nodes[0], "both", f"{receiver.url}/both")
+        s3.put_bucket_notification_configuration(
+            Bucket="both",
+            NotificationConfiguration={
+                "TopicConfigurations": [
+                    {"Id": "c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
+                ]
+            },
+        )
+
+        def write(n: int) -> None:
+            client = _client(nodes[n % 2], "s3")
+            for i in range(15):
+                client.put_object(Bucket="both", Key=f"n{n}-{i}", Body=b"x")
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(write, range(4)))
+        keys = {f"n{n}-{i}" for n in range(4) for i in range(15)}
+        for key in sorted(keys):
+            records = receiver.wait_for("/both", key)
+        arrived = [r["s3"]["object"]["key"] for r in records]
+        assert set(arrived) == keys
+        counts = collections.Counter(arrived)
+        assert max(counts.values()) <= 2, counts
+    finally:
+        for node in nodes:
+            node.stop()
         receiver.close()
