@@ -71,6 +71,9 @@ class NotificationWorker:
         self.held_at: float | None = None  # monotonic time the lease was last taken
         self.backoff = 0.0
         self.sent: set[_Sent] = set()
+        # Destinations failing now: a warning when one starts failing, a line when it is back
+        # (not one per retry of a destination down for days).
+        self.failing: set[str] = set()
         self.sender = WebhookSender(networks)
 
     async def run_forever(self) -> None:
@@ -196,9 +199,18 @@ class NotificationWorker:
             if delivery.acknowledged:
                 self.sent.add((row.seq, configuration_id, arn))
                 metrics.NOTIFY_DELIVERED.inc()
+                if arn in self.failing:
+                    self.failing.discard(arn)
+                    log.info("notifications: %s acknowledges again", topic.arn)
                 continue
             metrics.NOTIFY_FAILED.inc()
-            log.warning("notifications: %s: %s (will retry)", topic.arn, delivery.reason)
+            if arn not in self.failing:
+                self.failing.add(arn)
+                log.warning(
+                    "notifications: %s: %s (tried again until it acknowledges)",
+                    topic.arn,
+                    delivery.reason,
+                )
             failed.add(arn)
             complete = False
         return complete
