@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from . import digest, metrics
+from . import digest, metrics, tiers
 from .config import Settings
 from .iam.api import Services, is_service_request
 from .iam.principals import Principals
@@ -48,6 +48,11 @@ def alone(settings: Settings) -> bool:
     is not in the catalog yet), and the folder is shared at once."""
     if settings.catalog == "sqlite":
         return True
+    if settings.blobs is not None:
+        # Each node has a data folder of its own, the blobs one bucket: no node can know that
+        # no other is writing there. Intents reclaim what a crash left (intents.py).
+        log.info("blobs on S3 with a shared catalog: no start-up sweep (the reclaimer's work)")
+        return False
     lock = FolderLock(settings.data)
     try:
         lock.exclusive("sweep", wait=0)
@@ -61,9 +66,18 @@ def alone(settings: Settings) -> bool:
 
 def sweep(settings: Settings) -> None:
     """What a crash left behind goes before anything is served (the folder held alone)."""
-    store = open_store(settings.data, catalog_url=settings.catalog)
+    store = open_store(
+        settings.data, catalog_url=settings.catalog, blobs=tiers.blob_store(settings)
+    )
+
+    async def swept() -> tuple[int, int]:
+        try:
+            return await store.sweep()
+        finally:
+            store.files.close()  # its connections, on the loop they were made on
+
     try:
-        tmp, orphans = asyncio.run(store.sweep())
+        tmp, orphans = asyncio.run(swept())
     finally:
         store.close()
     if tmp or orphans:
@@ -84,6 +98,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         shared=worker,
         catalog_url=settings.catalog,
         blob_lease=settings.blob_lease,
+        blobs=tiers.blob_store(settings),
     )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
     # Every write into a bucket with a notification configuration records the events it

@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import config, digest, logs, server, users
+from . import config, digest, logs, server, tiers, users
 from .store.blobs import FolderInUse
 from .store.errors import StoreError
 
@@ -19,6 +19,7 @@ from .store.errors import StoreError
 PRIVATE = 0o077
 # The settings `s3gw credentials` reads: where the keys are, and the region it exports.
 CREDENTIALS_OPTIONS = ("data", "access-key", "secret-key", "users", "region")
+FSCK_OPTIONS = ("data", "catalog", "blobs", "blobs-endpoint", "blobs-region", "blobs-addressing")
 
 
 def _credentials(settings: config.Settings) -> None:
@@ -48,12 +49,14 @@ def _fsck(args: argparse.Namespace) -> int:
     from .store.fsck import check
 
     try:
+        settings = config.settings_from(args)
         report = check(
-            Path(args.data),
+            settings.data,
             deep=args.deep,
             repair=args.repair,
             checksum_of=stored_checksum,
-            catalog_url=config.catalog_url(args.catalog),
+            catalog_url=settings.catalog,
+            blobs=tiers.blob_store(settings),
         )
     except (FolderInUse, FileNotFoundError, StoreError, config.StartError) as exc:
         print(f"s3gw fsck: {exc}", file=sys.stderr)
@@ -108,12 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     config.add_options(creds, only=CREDENTIALS_OPTIONS)
     fsck = commands.add_parser("fsck", help="check the catalog against the blob files")
-    fsck.add_argument("--data", default=config.env_default("data"), help="data folder")
-    fsck.add_argument(
-        "--catalog",
-        default=config.env_default("catalog"),
-        help="sqlite (in the data folder) or the postgresql:// URL the gateways use",
-    )
+    # The gateways' own settings of where the catalog and the blobs are.
+    config.add_options(fsck, only=FSCK_OPTIONS)
     fsck.add_argument("--deep", action="store_true", help="also hash every plain-MD5 object")
     fsck.add_argument(
         "--repair", action="store_true", help="remove orphans and fix reference counts"

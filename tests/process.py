@@ -101,7 +101,9 @@ class GatewayProcess:
         if self.catalog is not None:
             cmd += ["--catalog", self.catalog]
         self.url = ""
-        self._listening.clear()
+        # An event of this start's own: the reader of a process before it (killed, its stderr
+        # ending now) must not wake this start's wait.
+        listening = self._listening = threading.Event()
         self.proc = subprocess.Popen(
             cmd,
             env=self.env,
@@ -110,11 +112,13 @@ class GatewayProcess:
             text=True,
             start_new_session=self.own_session,
         )
-        self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._reader = threading.Thread(
+            target=self._drain, args=(self.proc, listening), daemon=True
+        )
         self._reader.start()
         if not watched.count(self):
             watched.append(self)
-        if not self._listening.wait(timeout) or not self.url:
+        if not listening.wait(timeout) or not self.url:
             proc, self.proc = self.proc, None
             hung = proc.poll() is None
             if hung:
@@ -131,16 +135,16 @@ class GatewayProcess:
             raise RuntimeError(why + ":\n" + "".join(self.log))
         return self
 
-    def _drain(self, proc: subprocess.Popen[str]) -> None:
+    def _drain(self, proc: subprocess.Popen[str], listening: threading.Event) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             self._take(line)
-            if not self.url:
+            if not listening.is_set():
                 m = _LISTENING.search(line)
                 if m:
                     self.url = m.group(1)
-                    self._listening.set()
-        self._listening.set()  # the end of its stderr: it will not listen now
+                    listening.set()
+        listening.set()  # the end of its stderr: it will not listen now
 
     def _take(self, line: str) -> None:
         with self._lock:

@@ -84,11 +84,17 @@ def page(call: Call, items: list[Any], name: str, key: Callable[[Any], str]) -> 
     if marker:
         items = [i for i in items if key(i) >= marker]
     limit = call.get("MaxItems")
-    size = (
-        int(limit)
-        if limit and limit.isascii() and limit.isdigit() and int(limit) > 0
-        else MAX_ITEMS
-    )
+    size = MAX_ITEMS
+    if limit is not None:
+        # IAM's MaxItems is 1 to 1000 (each List action's reference); anything else is
+        # refused, never taken as the default.
+        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 1000):
+            raise IamError(
+                "ValidationError",
+                f"1 validation error detected: Value '{limit}' at 'maxItems' failed to satisfy "
+                "constraint: Member must have value between 1 and 1000",
+            )
+        size = int(limit)
     shown, rest = items[:size], items[size:]
     out: dict[str, Any] = {name: shown, "IsTruncated": bool(rest)}
     if rest:

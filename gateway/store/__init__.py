@@ -7,11 +7,12 @@ PostgreSQL database shared by several nodes), and blob files under the data fold
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import crypto
-from .api import Catalog
+from .api import BlobStore, Catalog
 from .errors import StoreError
 from .model import (
     Bucket,
@@ -79,9 +80,11 @@ def open_store(
     catalog_url: str | None = None,
     blob_lease: float = 300.0,
     keys: crypto.Keyring | None = None,
+    blobs: Callable[[concurrent.futures.Executor], BlobStore] | None = None,
 ) -> Store:
     """The store of a data folder (see Store for `shared` and `blob_lease`), over the catalog
-    `catalog_url` names (see open_catalog)."""
+    `catalog_url` names (see open_catalog), its blobs in the data folder or in what `blobs`
+    makes (gateway/tiers/: the composition root above the store picks it)."""
     return Store(
         root,
         lambda pool: open_catalog(root, pool, catalog_url),
@@ -90,6 +93,7 @@ def open_store(
         shared=shared,
         blob_lease=blob_lease,
         keys=keys,
+        blobs=blobs,
     )
 
 

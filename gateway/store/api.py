@@ -427,7 +427,7 @@ class OpenBlob(Protocol):
 
     def file(self) -> BinaryIO | None:
         """A file object of its own on the blob (the caller closes it), for sendfile; None
-        where the backend keeps no file."""
+        where the backend keeps no file (then the response streams `read`s)."""
         ...
 
     def close(self) -> None: ...
@@ -496,6 +496,10 @@ class BlobStore(Protocol):
     async def catalog_id(self, proposed: str | None) -> str | None:
         """The id of the catalog whose blobs these are; if none is recorded, `proposed`
         becomes it, durably, the first of concurrent claims winning (None: only read)."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what it holds (connections); a closed store is not used again."""
         ...
 
 

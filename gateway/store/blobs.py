@@ -85,6 +85,9 @@ class BlobFiles:
             folder.mkdir(parents=True, exist_ok=True)
         self._dirs: set[Path] = set()
 
+    def close(self) -> None:
+        """Nothing to let go of: the pool is its owner's."""
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 

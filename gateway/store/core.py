@@ -47,13 +47,14 @@ class StoreCore:
         shared: bool = False,
         blob_lease: float = 300.0,
         keys: crypto.Keyring | None = None,
+        blobs: Callable[[concurrent.futures.Executor], BlobStore] | None = None,
     ) -> None:
         """Open a data folder over the catalog `catalog(pool)` makes, with the gateway's
         encryption keys `keys` (None: encryption is unavailable). `shared`: one of several
         worker processes of one gateway, whose parent swept the folder and holds it;
         otherwise this store holds it alone until `start()` has swept it. `blob_lease`:
         seconds a blob being written may go without news before others reclaim it
-        (intents.py)."""
+        (intents.py). `blobs`: makes the BlobStore (None: blob files in the data folder)."""
         self.root = root
         self.inline_max = inline_max
         root.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ class StoreCore:
         else:
             self.lock.exclusive("cannot start")
         self.pool = concurrent.futures.ThreadPoolExecutor(io_threads, thread_name_prefix="io")
-        self.files: BlobStore = BlobFiles(root, self.pool)
+        self.files: BlobStore = BlobFiles(root, self.pool) if blobs is None else blobs(self.pool)
         self.catalog = catalog(self.pool)
         self.keys = keys
         self._read: CatalogReader = self.catalog.reader
@@ -75,6 +76,7 @@ class StoreCore:
         self.destinations: outbox.Destinations | None = None
 
     def close(self) -> None:
+        self.files.close()
         self.catalog.close()
         self.pool.shutdown(wait=True)
         self.lock.close()

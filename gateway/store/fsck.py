@@ -102,11 +102,13 @@ def check(
     repair: bool = False,
     checksum_of: ChecksumOf | None = None,
     catalog_url: str | None = None,
+    blobs: Callable[[concurrent.futures.Executor], BlobStore] | None = None,
 ) -> Report:
     """Check (and optionally repair) the data folder at `root` against its catalog (the SQLite
     file in it, or the database `catalog_url` names). Every gateway on the folder must be
     stopped: raises FolderInUse otherwise (its uncommitted blobs would look like orphans).
-    `deep` reads every byte; `checksum_of` also checks the stored flexible checksums then."""
+    `deep` reads every byte; `checksum_of` also checks the stored flexible checksums then.
+    `blobs`: makes the BlobStore (None: the blob files of the data folder)."""
     if catalog_url in (None, "sqlite") and not has_catalog(root):
         raise FileNotFoundError(f"{root} holds no catalog")
     lock = FolderLock(root)
@@ -115,10 +117,16 @@ def check(
         pool = concurrent.futures.ThreadPoolExecutor(1)
         catalog = open_catalog(root, pool, catalog_url)
         keys = crypto.Keyring.load(root) if (root / "keys.json").exists() else None
+        files = BlobFiles(root, pool) if blobs is None else blobs(pool)
+
+        async def run() -> Report:
+            try:
+                return await _check(catalog, files, deep, repair, checksum_of, keys)
+            finally:
+                files.close()
+
         try:
-            return asyncio.run(
-                _check(catalog, BlobFiles(root, pool), deep, repair, checksum_of, keys)
-            )
+            return asyncio.run(run())
         finally:
             catalog.close()
             pool.shutdown()

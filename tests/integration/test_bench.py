@@ -177,7 +177,13 @@ def test_bench_s3_postgres_columns():
         assert rows["blobs"] >= 3
     targets = {r["key"]: r for r in result["ratios"]}
     for key in ("pg_copy_object_largest_vs_1mib", "pg_put_c64_vs_sqlite"):
-        assert targets[key]["value"] > 0 and targets[key]["met"] in (True, False)
+        # The verdict is the comparison its target names, of the value measured (whichever
+        # way this machine's run falls: the figure itself is never asserted).
+        op, target = s3.TARGETS[key]
+        value = targets[key]["value"]
+        assert value > 0 and targets[key]["target"] == f"{op} {target:g}"
+        expected = {">=": value >= target, "<=": value <= target, "<": value < target}[op]
+        assert targets[key]["met"] is expected
     copies = [r for r in result["ratios"] if r["key"] == "pg_copy_object_largest_vs_1mib"]
     assert len(copies) == 2  # one node and two nodes
 

@@ -343,3 +343,32 @@ def test_a_killed_holders_buckets_are_taken_up(tmp_path: Path, catalog: str | No
         eventually(lambda: keys(s3, name) == [], seconds=90)
     finally:
         server.stop()
+
+
+def test_transitions_are_accepted_and_move_nothing(tmp_path: Path, catalog: str | None):
+    # A Transition (to an archive class) is accepted, shown by GetBucketLifecycleConfiguration,
+    # and moves nothing: there is one tier here. Judged once the worker has acted on the same
+    # bucket (an expiration under another prefix), so the transition had its chance.
+    server = GatewayProcess(
+        tmp_path / "data", None, "--lifecycle-day", "1", "--workers", "1", catalog=catalog
+    ).start()
+    try:
+        s3 = server.client()
+        name = new_bucket(s3)
+        rules = [
+            rule(ID="archive", Filter={"Prefix": "keep/"},
+                 Transitions=[{"Days": 1, "StorageClass": "GLACIER"}]),
+            rule(ID="expire", Filter={"Prefix": "tmp/"}, Expiration={"Days": 1}),
+        ]  # fmt: skip
+        s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
+        stored = s3.get_bucket_lifecycle_configuration(Bucket=name)["Rules"]
+        archive = next(r for r in stored if r["ID"] == "archive")
+        assert archive["Transitions"] == [{"Days": 1, "StorageClass": "GLACIER"}]
+        s3.put_object(Bucket=name, Key="keep/a", Body=b"kept")
+        s3.put_object(Bucket=name, Key="tmp/b", Body=b"gone")
+        eventually(lambda: keys(s3, name) == ["keep/a"], seconds=60)
+        head = s3.head_object(Bucket=name, Key="keep/a")
+        assert head.get("StorageClass", "STANDARD") == "STANDARD"
+        assert s3.get_object(Bucket=name, Key="keep/a")["Body"].read() == b"kept"
+    finally:
+        server.stop()

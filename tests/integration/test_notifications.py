@@ -91,8 +91,9 @@ def server(
 
 
 @pytest.fixture(scope="module")
-def receiver(module_catalog: str | None) -> Iterator[Receiver]:
-    # One per catalog: the module's tests run on each, with the same bucket and topic names.
+def receiver(server: GatewayProcess) -> Iterator[Receiver]:
+    """One per module's gateway (so per catalog: what one catalog's tests sent is not
+    counted in the other's)."""
     found = Receiver()
     yield found
     found.close()

@@ -393,3 +393,41 @@ def test_request_object_tags_on_put_object_tagging(legacy):
     tag(security="public", team="x")
     tags = legacy.owner.get_object_tagging(Bucket=b, Key="k")["TagSet"]
     assert {t["Key"]: t["Value"] for t in tags} == {"security": "public", "team": "x"}
+
+
+def test_not_principal_not_action_not_resource_against_the_server(legacy):
+    """The negated elements, judged by the server on real requests (unit tests cover the
+    parser): a Deny to everyone but the owner's account (NotPrincipal), an Allow of every
+    action but DeleteObject (NotAction), and an Allow of every key but private/ (NotResource)."""
+    b = legacy.new_bucket()
+    for key in ("public/a", "private/b"):
+        legacy.owner.put_object(Bucket=b, Key=key, Body=b"data")
+    everything_but_delete = {
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:aws:iam::{ALT_ID}:root"},
+        "NotAction": "s3:DeleteObject",
+        "Resource": f"arn:aws:s3:::{b}/*",
+    }
+    all_but_private = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:GetObject",
+        "NotResource": f"arn:aws:s3:::{b}/public/*",
+    }
+    legacy.owner.put_bucket_policy(
+        Bucket=b, Policy=policy(b, everything_but_delete, all_but_private)
+    )
+    assert legacy.alt.get_object(Bucket=b, Key="public/a")["Body"].read() == b"data"
+    assert error(legacy.alt.get_object, Bucket=b, Key="private/b") == ("AccessDenied", 403)
+    legacy.alt.put_object(Bucket=b, Key="public/new", Body=b"x")  # NotAction allows the rest
+    assert error(legacy.alt.delete_object, Bucket=b, Key="public/a") == ("AccessDenied", 403)
+    # NotPrincipal: a Deny of every principal but the owner's account; the owner still reads.
+    deny_others = {
+        "Effect": "Deny",
+        "NotPrincipal": {"AWS": f"arn:aws:iam::{OWNER_ID}:root"},
+        "Action": "s3:GetObject",
+        "Resource": f"arn:aws:s3:::{b}/*",
+    }
+    legacy.owner.put_bucket_policy(Bucket=b, Policy=policy(b, everything_but_delete, deny_others))
+    assert error(legacy.alt.get_object, Bucket=b, Key="public/a") == ("AccessDenied", 403)
+    assert legacy.owner.get_object(Bucket=b, Key="public/a")["Body"].read() == b"data"

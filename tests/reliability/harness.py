@@ -251,6 +251,14 @@ OPERATIONS = {
 }
 
 
+# A multipart upload is several requests over seconds (5 MiB parts): a round of the crash
+# tests (0.1-2 s before its SIGKILL) may cut every one before its Complete. The concurrency
+# test, which crashes nothing, requires them; the crash tests require the rest.
+MULTI_REQUEST = frozenset(
+    {"CreateMultipartUpload", "UploadPart", "UploadPartCopy", "CompleteMultipartUpload"}
+)
+
+
 def operations(weights: dict[str, int]) -> set[str]:
     """The S3 operations a workload of these weights sends."""
     return {op for kind, weight in weights.items() if weight for op in OPERATIONS[kind]}

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 BLOCK_TEST_EXTRA = (
     "import sys\n"
     "for name in ('boto3', 'botocore', 'pytest', 'hypothesis', 'awscli'):\n"
@@ -52,6 +54,33 @@ def test_the_stall_timeouts_default_to_aws_twenty_seconds() -> None:
     assert (settings.body_timeout, settings.idle_timeout) == (20.0, 20.0)
 
 
+def test_blobs_settings_are_checked_at_start() -> None:
+    import argparse
+
+    from gateway import config, tiers
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    args = parser.parse_args(["--blobs", "s3://tier/some/prefix/", "--blobs-region", "eu-west-3"])
+    keys = {"S3GW_BLOBS_ACCESS_KEY": "a", "S3GW_BLOBS_SECRET_KEY": "s"}
+    target = tiers.target(config.settings_from(args, env=keys))
+    assert target is not None
+    assert (target.bucket, target.prefix) == ("tier", "some/prefix/")
+    assert target.endpoint == "https://s3.eu-west-3.amazonaws.com" and target.path_style
+    with pytest.raises(config.StartError, match="BLOBS_ACCESS_KEY"):
+        config.settings_from(args, env={})
+    for wrong in ("/srv/blobs", "s3://", "http://x/y"):
+        with pytest.raises(config.StartError, match="s3://BUCKET"):
+            config.settings_from(parser.parse_args(["--blobs", wrong]), env=keys)
+    default = config.settings_from(parser.parse_args([]), env={})
+    assert default.blobs is None and tiers.blob_store(default) is None
+    # The tier runs on the product's dependencies: no botocore.
+    code = (
+        "import sys\nsys.modules['botocore'] = sys.modules['boto3'] = None\nimport gateway.tiers.s3"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
 def _flags(help_text: str) -> set[str]:
     """The options a help lists (each at the start of its line; not those its texts name)."""
     return set(re.findall(r"^ {2}(?:-\w, )?(--[a-z][a-z0-9-]*)", help_text, re.MULTILINE))
@@ -73,7 +102,17 @@ def test_each_command_lists_only_its_own_flags_in_its_help():
         "--region",
     }
     assert {"--workers", "--tls-self-signed", "--console-address"} <= helps["serve"]
-    assert helps["fsck"] == {"--help", "--data", "--catalog", "--deep", "--repair"}
+    assert helps["fsck"] == {
+        "--help",
+        "--data",
+        "--catalog",
+        "--blobs",
+        "--blobs-endpoint",
+        "--blobs-region",
+        "--blobs-addressing",
+        "--deep",
+        "--repair",
+    }
     assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
     assert helps["keys"] == {"--help", "--data"}
 

@@ -43,3 +43,30 @@ def test_the_scan_knows_the_three_ways_to_call() -> None:
     assert _called("AttachGroupPolicy", '_aws(s, k, "iam", "attach-group-policy")')
     assert _called("AttachGroupPolicy", "?Action=AttachGroupPolicy&Version=2010-05-08")
     assert not _called("AttachGroupPolicy", "iam.attach_role_policy(RoleName=r)")
+
+
+_VERB = re.compile(
+    r"\b((?:Create|Get|List|Update|Delete|Tag|Untag|Add|Remove|Put|Attach|Detach|Set|Assume)"
+    r"[A-Z][A-Za-z]+)\b"
+)
+
+
+def test_every_iam_sts_and_topic_action_the_readme_lists_is_served_and_called() -> None:
+    """The README's IAM, STS and notification-topic bullets name actions a user may rely on:
+    each is in the gateway's tables (or the topics' API) and called by some test."""
+    from gateway.notify import sns
+
+    readme = (TESTS.parent / "README.md").read_text()
+    bullets = [
+        b.split("\n\n")[0]
+        for b in readme.split("\n- ")
+        if b.startswith(("IAM (", "STS (", "Notification topics"))
+    ]
+    assert len(bullets) == 3, "the README's IAM, STS and topics bullets were not found"
+    listed = {m for b in bullets for m in _VERB.findall(b)} - {"UserName"}
+    served = {*IAM_ACTIONS, *STS_ACTIONS, *sns.ACTIONS}
+    assert listed - served == set()
+    text = "\n".join(
+        p.read_text() for p in sorted(TESTS.rglob("*.py")) if p != Path(__file__).resolve()
+    )
+    assert sorted(a for a in listed if not _called(a, text)) == []

@@ -84,6 +84,11 @@ def test_the_modules_were_read() -> None:
         ("gateway.s3", ("gateway.s3.ops",), ("gateway.s3.ops.*", "gateway.s3.dispatch")),
         # Storage knows nothing of HTTP or of S3's wire formats.
         ("gateway.store", ("aiohttp", "gateway.s3", "gateway.app", "gateway.server"), ()),
+        # The blob tiers that speak HTTP sit beside the store, handed to it as factories by
+        # the composition root: the store never picks one itself.
+        ("gateway.store", ("gateway.tiers",), ()),
+        # A tier speaks S3 as a client, not through the protocol layer of this gateway.
+        ("gateway.tiers", ("gateway.s3", "gateway.app", "gateway.server"), ()),
         # The console acts through the Store service and authorize, never an operation's
         # code, an adapter or the blob files.
         (

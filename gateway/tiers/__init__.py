@@ -1,0 +1,43 @@
+"""Blob tiers other than the data folder: the composition root's choice of BlobStore.
+
+The store (gateway/store/) speaks no HTTP; the S3 tier does, so it lives here, beside it, and
+is handed to the store as a factory (open_store's `blobs`). None: blob files in the data
+folder, the default.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+
+from ..config import Settings
+from ..store.api import BlobStore
+from .client import Target
+
+
+def target(settings: Settings) -> Target | None:
+    """Where --blobs puts blobs (None: the data folder)."""
+    if settings.blobs is None:
+        return None
+    bucket, _, prefix = settings.blobs.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/")
+    return Target(
+        endpoint=settings.blobs_endpoint or f"https://s3.{settings.blobs_region}.amazonaws.com",
+        bucket=bucket,
+        prefix=f"{prefix}/" if prefix else "",
+        region=settings.blobs_region,
+        access_key=settings.blobs_access_key or "",
+        secret_key=settings.blobs_secret_key or "",
+        path_style=settings.blobs_addressing == "path",
+        ca_file=str(settings.blobs_ca) if settings.blobs_ca else None,
+    )
+
+
+def blob_store(settings: Settings) -> Callable[[concurrent.futures.Executor], BlobStore] | None:
+    """The BlobStore factory open_store takes for these settings (None: the data folder's)."""
+    where = target(settings)
+    if where is None:
+        return None
+    from .s3 import S3Blobs
+
+    return lambda pool: S3Blobs(where)
