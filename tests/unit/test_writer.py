@@ -176,6 +176,9 @@ class Files:
         self.freed: list[str] = []
         self.purging = asyncio.Event()  # set: purge may finish
 
+    def close(self) -> None:
+        """Nothing held open (the BlobStore protocol's close)."""
+
     async def retire(self, blob_ids: list[str]) -> list[Path]:
         self.retired += blob_ids
         return [Path(b) for b in blob_ids]
