@@ -34,7 +34,7 @@ from ..notify import records, topics
 from ..notify.networks import Networks
 from ..notify.topics import Topic
 from ..notify.webhook import WebhookSender
-from ..store import Store
+from ..store import Store, StoreError
 from ..store.model import OutboxRecord
 from ..store.outbox import Facts
 
@@ -77,18 +77,34 @@ class NotificationWorker:
         self.sender = WebhookSender(networks)
 
     async def run_forever(self) -> None:
+        unavailable = False
         try:
             while True:
                 try:
-                    pause = await self.run_once() if await self._hold() else LEASE_SECONDS / 3
+                    pause = await self.pass_once()
+                    unavailable = False
                 except asyncio.CancelledError:
                     raise
+                except StoreError as exc:
+                    # The catalog down or full: said once, tried again until it is back.
+                    if not unavailable:
+                        log.warning("notifications: the outbox cannot be read now: %s", exc)
+                    unavailable = True
+                    pause = self._failed()
                 except Exception:  # a pass that fails is tried again, never fatal
                     log.exception("notifications: a delivery pass failed")
                     pause = self._failed()
                 await asyncio.sleep(pause)
         finally:
             await self.sender.close()
+
+    async def pass_once(self) -> float:
+        """A pass if there is anything to deliver; the pause before the next. A process that
+        does not hold the lease takes it only when the outbox has rows: an idle gateway, or a
+        bucket without notifications, writes nothing for it."""
+        if self.held_at is None and not await self.store.read_outbox(1):
+            return IDLE
+        return await self.run_once() if await self._hold() else LEASE_SECONDS / 3
 
     async def _hold(self) -> bool:
         """Take the lease, or renew it once a third of it has gone."""
