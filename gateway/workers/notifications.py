@@ -121,7 +121,8 @@ class NotificationWorker:
         return False
 
     async def release_lease(self) -> None:
-        """Give the lease back on a clean stop, so that a restarted gateway delivers at once."""
+        """Give the lease back (on a clean stop, or with nothing to deliver), so that another
+        process, or a restarted gateway, delivers at once."""
         if self.held_at is None:
             return
         self.held_at = None
@@ -141,6 +142,9 @@ class NotificationWorker:
             len(rows) if len(rows) < PAGE else await self.store.count_outbox()
         )
         if not rows:
+            # Nothing in flight: the lease goes back (no renewal while idle), and is taken
+            # again, by whichever process sees a row first.
+            await self.release_lease()
             return IDLE
         found: dict[str, dict[str, str]] = {}  # topics by account, read once a pass
         failed: set[str] = set()  # destinations that failed in this pass
