@@ -14,6 +14,8 @@ from .config import Settings
 from .iam.api import Services, is_service_request
 from .iam.principals import Principals
 from .keyring import load_keyring
+from .notify import configuration
+from .notify.networks import networks
 from .notify.sns import TopicsApi
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
@@ -23,6 +25,7 @@ from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
 from .workers.lifecycle import LifecycleWorker
 from .workers.logdelivery import LogDelivery
+from .workers.notifications import NotificationWorker
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,16 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         blobs=tiers.blob_store(settings),
     )
     log.log(logging.WARNING if "WARNING" in line else logging.INFO, "%s", line)
+    # Every write into a bucket with a notification configuration records the events it
+    # fires in the outbox (store/outbox.py); the worker below delivers them.
+    store.destinations = configuration.destinations
+    notifier = NotificationWorker(
+        store,
+        settings.region,
+        networks(settings.notify_networks),
+        keys.open_topic_secret,
+        settings.notify_retention,
+    )
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
     principals = Principals(users, store, keys, settings.iam_cache_seconds)
@@ -126,6 +139,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     app.cleanup_ctx.append(_count_stored)
     app.cleanup_ctx.append(_lifecycle(LifecycleWorker(store, settings.lifecycle_day)))
     app.cleanup_ctx.append(_background(store.intents.run_forever))
+    app.cleanup_ctx.append(_background(notifier.run_forever, after=notifier.release_lease))
     # After the lifecycle's: cleanup runs in reverse, so the logs go before the store closes.
     app.cleanup_ctx.append(delivery.cleanup_context)
     app.on_response_prepare.append(on_response_prepare)

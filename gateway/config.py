@@ -65,6 +65,7 @@ class Settings:
     email_grants: str = "refuse"
     # --notify-networks as given (CIDRs); empty: every address but link-local ones.
     notify_networks: tuple[str, ...] = ()
+    notify_retention: float = 604_800.0
     # The web console's HOST and PORT (None: no console).
     console: tuple[str, int] | None = None
 
@@ -184,6 +185,13 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "each connection; unset: every address except link-local ones (169.254.0.0/16, "
         "fe80::/10)",
     ),
+    (
+        "notify-retention",
+        float,
+        604_800.0,
+        "seconds an event waits for its destination before it is dropped (and counted in "
+        "s3gw_notifications_dropped); a week by default",
+    ),
     ("loop", str, "uvloop", "event loop: uvloop, or asyncio (the standard library's)"),
     ("log-level", str, "info", "debug, info, warning or error"),
     ("log-format", str, "text", "text, or json: one JSON object per line"),
@@ -250,6 +258,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "lifecycle-day": (1, 86_400),
     "blob-lease": (1, 86_400),
     "log-delivery-interval": (0.1, 86_400),
+    "notify-retention": (1, 366 * 86_400),
 }
 # Settings that take one of a few words.
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -469,6 +478,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         sse_c_over_http=values["sse-c-over-http"],
         email_grants=values["email-grants"],
         notify_networks=_cidrs(values["notify-networks"]),
+        notify_retention=values["notify-retention"],
         console=(
             _address(values["console-address"], "console-address")
             if values["console-address"]

@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    values,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -131,7 +138,7 @@ _directory: Path | None = None
 
 def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
-    global LOG_RECORDS_DROPPED
+    global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED, NOTIFY_DROPPED
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -165,6 +172,28 @@ def _define(registry: CollectorRegistry | None) -> None:
         "was deleted), target_owner_changed (it now belongs to another account) or "
         "write_failed",
         ["reason"],
+        registry=registry,
+    )
+    NOTIFY_PENDING = Gauge(
+        "s3gw_notifications_pending",
+        "Events in the outbox not yet acknowledged by every destination (as the worker "
+        "holding the notifications lease last counted them)",
+        registry=registry,
+        multiprocess_mode="livemax",
+    )
+    NOTIFY_DELIVERED = Counter(
+        "s3gw_notifications_delivered",
+        "Event messages a destination acknowledged",
+        registry=registry,
+    )
+    NOTIFY_FAILED = Counter(
+        "s3gw_notification_failures",
+        "Deliveries of event messages that failed (each is tried again, with backoff)",
+        registry=registry,
+    )
+    NOTIFY_DROPPED = Counter(
+        "s3gw_notifications_dropped",
+        "Events dropped undelivered: older than --notify-retention, or their topic is gone",
         registry=registry,
     )
 

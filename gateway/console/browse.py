@@ -34,6 +34,7 @@ from ..s3.router import Op
 from ..s3.sigv4 import MAX_EXPIRES_SECONDS, presigned_url
 from ..store import Bucket, ObjectAttrs, ObjectInfo
 from ..store.errors import NoSuchBucket
+from ..store.model import Origin
 from ..store.versions import DeleteMarker
 from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -459,9 +460,9 @@ async def delete_object(request: web.Request) -> web.StreamResponse:
     await allowed(request, Op.DeleteObject, name, key, version)
     store = _console(request).store
     if version is None:
-        await store.delete_objects(name, [key])
+        await store.delete_objects(name, [key], _origin(request))
     else:
-        (done,) = await store.delete_versions(name, [(key, version)])
+        (done,) = await store.delete_versions(name, [(key, version)], origin=_origin(request))
         if isinstance(done, Exception):
             raise done
     folder = key.rpartition("/")[0]
@@ -495,13 +496,27 @@ async def copy_object(request: web.Request) -> web.StreamResponse:
         source = await store.head_object(name, key, version)
         _readable(source)
         attrs = replace(source.attrs, owner=_writer(request, dest), acl=None, sse={}, sse_key=None)
-        await writes.copy(store, source, None, target_bucket, target_key, attrs, encryption)
+        await writes.copy(
+            store,
+            source,
+            None,
+            target_bucket,
+            target_key,
+            attrs,
+            encryption,
+            origin=_origin(request),
+        )
 
     await writes.retry_copy(attempt)
     if move:
-        await store.delete_versions(name, [(key, version)])
+        await store.delete_versions(name, [(key, version)], origin=_origin(request))
     request[ACTION] = "RenameObject" if move else "CopyObject"
     return redirect("/object?" + _query(bucket=target_bucket, key=target_key))
+
+
+def _origin(request: web.Request) -> Origin:
+    """What an event record says of a console request: the signed-in user, from where."""
+    return Origin(request[SESSION].user.requester, request.remote or "")
 
 
 def _writer(request: web.Request, bucket: Bucket) -> str | None:
@@ -634,7 +649,7 @@ async def api_put_object(request: web.Request) -> web.StreamResponse:
     store = _console(request).store
     encryption, attrs = _new_object(request, bucket)
     body = _body(request, _console(request).settings.max_object_size)
-    obj = await writes.put_body(store, name, key, body, attrs, encryption)
+    obj = await writes.put_body(store, name, key, body, attrs, encryption, _origin(request))
     return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
 
 
@@ -678,7 +693,7 @@ async def api_complete(request: web.Request) -> web.StreamResponse:
     # The console's uploads name no algorithm: the object's checksum is the parts' default
     # combined, as S3's Complete gives such an upload.
     store = _console(request).store
-    obj = await writes.complete(store, upload_id, name, key, chosen)
+    obj = await writes.complete(store, upload_id, name, key, chosen, origin=_origin(request))
     return _json({"key": obj.key, "etag": obj.etag, "size": obj.size})
 
 

@@ -197,3 +197,9 @@ def stored(document: str | None) -> Configuration:
     """A bucket's kept document as a configuration, parsed once per distinct text: every write
     into the bucket will ask it which configurations fire."""
     return EMPTY if document is None else parse(document.encode())
+
+
+def destinations(document: str, event: str, key: str) -> tuple[tuple[str, str], ...]:
+    """The (configuration id, destination ARN) pairs a bucket's kept document fires for `event`
+    on `key`: what the Store records in the outbox with the change (store/outbox.py)."""
+    return tuple((t.id, t.arn) for t in stored(document).matching(event, key))

@@ -12,6 +12,7 @@ from multidict import CIMultiDictProxy, MultiDictProxy
 
 from ..config import Settings
 from ..store import Bucket, ObjectAttrs, Store
+from ..store.model import Origin
 from ..store.store import Latest
 from ..users import User
 from . import grants
@@ -28,6 +29,11 @@ RESPONSE_STARTED = web.RequestKey("response_started", web.StreamResponse)
 # When a streamed response's first byte went (time.perf_counter()): where an access log
 # record's turn-around time ends (LogFormat.html).
 RESPONSE_STARTED_AT = web.RequestKey("response_started_at", float)
+# A request's id (x-amz-request-id) and AWS's "extended request id" (x-amz-id-2): the
+# middleware sets them (here, so that an operation's context can name them without importing
+# the middleware).
+REQUEST_ID = web.RequestKey("request_id", str)
+HOST_ID = web.RequestKey("host_id", str)
 # Body bytes sent by sendfile, which passes aiohttp's count (response.body_length) by.
 SENT_BY_SENDFILE = web.RequestKey("sent_by_sendfile", int)
 # Delivers a bucket's pending server access log records now and names the log object written
@@ -93,6 +99,18 @@ class Context:
             if user.email and user.email.lower() == wanted:
                 return user.canonical_id
         raise S3Error("UnresolvableGrantByEmailAddress", EmailAddress=address)
+
+    def origin(self, form: bool = False) -> Origin:
+        """What an event record says of this request: who (the IAM identity's ARN, or the
+        account's canonical id), from where, its ids (store/outbox.py). `form`: a POST
+        form's write (ObjectCreated:Post)."""
+        return Origin(
+            self.user.requester,
+            self.request.remote or "",
+            self.request.get(REQUEST_ID, ""),
+            self.request.get(HOST_ID, ""),
+            form,
+        )
 
     @property
     def headers(self) -> CIMultiDictProxy[str]:

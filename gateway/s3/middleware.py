@@ -19,7 +19,7 @@ from .. import logs, metrics
 from ..store import Bucket, StoreError
 from ..store import errors as store_errors
 from . import cors
-from .context import RESPONSE_STARTED, SENT_BY_SENDFILE
+from .context import HOST_ID, REQUEST_ID, RESPONSE_STARTED, SENT_BY_SENDFILE
 from .errors import S3Error
 from .router import Endpoint
 
@@ -58,8 +58,6 @@ def new_host_id() -> str:
     return base64.b64encode(secrets.token_bytes(56)).decode()
 
 
-REQUEST_ID = web.RequestKey("request_id", str)
-HOST_ID = web.RequestKey("host_id", str)
 OPERATION = web.RequestKey("operation", str)
 TARGET = web.RequestKey("target", Endpoint)
 USER = web.RequestKey("user", str)

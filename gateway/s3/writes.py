@@ -21,7 +21,8 @@ from .. import digest, metrics
 from ..config import Settings
 from ..store import ObjectAttrs, ObjectInfo, ObjectReader, StagedBlob, Store, crypto
 from ..store.errors import SourceChanged
-from ..store.model import NO_LOCK, ObjectLock, Part, Upload, WriteCondition
+from ..store.model import NO_LOCK, NO_ORIGIN, ObjectLock, Origin, Part, Upload, WriteCondition
+from ..store.outbox import COPY, POST, PUT
 from . import checksums, grants, sse
 from .authorize import ACL as ACL_SETTING
 from .authorize import BLOCK_ALL, BUCKET_OWNER_ENFORCED, OWNERSHIP, PUBLIC_ACCESS_BLOCK
@@ -112,10 +113,14 @@ async def put(
     encryption: sse.Requested = sse.PLAIN,
     condition: WriteCondition | None = None,
     lock: ObjectLock = NO_LOCK,
+    origin: Origin = NO_ORIGIN,
+    event: str | None = None,
 ) -> ObjectInfo:
     """A staged body becomes the key's object: its attrs take the encryption's headers; its
     ETag is the MD5 where the encryption keeps it one (sse.Requested.etag), and the MD5 of
-    the bytes is kept unless a customer key sealed them (SSE-C keeps no MD5 of its bytes)."""
+    the bytes is kept unless a customer key sealed them (SSE-C keeps no MD5 of its bytes).
+    The event it makes for the bucket's notifications is ObjectCreated:Put, :Post for a POST
+    form's body (`origin.form`), or `event` (a copy's), recorded with `origin`."""
     return await store.put_object(
         bucket,
         key,
@@ -125,6 +130,8 @@ async def put(
         lock,
         etag=encryption.etag(blob.md5.hex()),
         keep_md5=encryption.sse_key is None,
+        event=event or (POST if origin.form else PUT),
+        origin=origin,
     )
 
 
@@ -135,6 +142,7 @@ async def put_body(
     chunks: AsyncIterable[bytes],
     attrs: ObjectAttrs,
     encryption: sse.Requested = sse.PLAIN,
+    origin: Origin = NO_ORIGIN,
 ) -> ObjectInfo:
     """A body sent whole with no checksum of its own (a console upload, a log object), written
     as a PutObject without one: AWS's default checksum computed in the MD5's pass. A commit
@@ -142,7 +150,7 @@ async def put_body(
     checksum = default_checksum()
     blob = await stage(store, chunks, encryption, [checksum])
     attrs = replace(attrs, checksums=whole_object_checksum(checksums.DEFAULT, checksum.value()))
-    return await put(store, bucket, key, blob, attrs, encryption)
+    return await put(store, bucket, key, blob, attrs, encryption, origin=origin)
 
 
 async def upload_part(
@@ -257,6 +265,7 @@ async def complete(
     sent: Mapping[int, Mapping[str, str]] | None = None,
     headers: Mapping[str, str] | None = None,
     condition: WriteCondition | None = None,
+    origin: Origin = NO_ORIGIN,
 ) -> ObjectInfo:
     """CompleteMultipartUpload: the object made of the `chosen` (part number, ETag) parts,
     its checksum as `object_checksum` decides (`sent`, `headers`: what the request names)."""
@@ -264,7 +273,9 @@ async def complete(
     def checksum(upload: Upload, parts: Sequence[Part]) -> dict[str, str]:
         return object_checksum(upload, parts, sent or {}, headers or {})
 
-    return await store.complete_upload(upload_id, bucket, key, chosen, checksum, condition)
+    return await store.complete_upload(
+        upload_id, bucket, key, chosen, checksum, condition, origin=origin
+    )
 
 
 # --- copies --------------------------------------------------------------------------------
@@ -420,6 +431,7 @@ async def copy(
     dest: sse.Requested,
     lock: ObjectLock = NO_LOCK,
     condition: WriteCondition | None = None,
+    origin: Origin = NO_ORIGIN,
 ) -> ObjectInfo:
     """A whole-object copy: over the source's blobs (their keys re-wrapped for a server-
     managed destination) where the ciphertext can be shared, the ETag reused when it is a
@@ -429,7 +441,9 @@ async def copy(
     attrs = dest.attrs(attrs)
     if not reuses_ciphertext(source, dest):
         blob = await reencrypt(store, source, source_key, 0, source.size, dest)
-        return await put(store, bucket, key, blob, attrs, dest, condition, lock=lock)
+        return await put(
+            store, bucket, key, blob, attrs, dest, condition, lock=lock, origin=origin, event=COPY
+        )
     rewrap = dest.encryption if dest.server_managed else None
     if dest.etag_is_md5:
         etag, learnt = await whole_md5(store, source, source_key)
@@ -438,7 +452,7 @@ async def copy(
         etag, learnt = dest.etag(""), None
         content_md5 = (known_md5(source) or "") if dest.sse_key is None else ""
     return await store.copy_object(
-        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5, condition
+        source, bucket, key, attrs, etag, learnt, lock, rewrap, content_md5, condition, origin
     )
 
 

@@ -24,7 +24,17 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from .model import Bucket, Extent, IamWrite, ListEntry, ObjectInfo, Part, StagedBlob, Upload
+from .model import (
+    Bucket,
+    Extent,
+    IamWrite,
+    ListEntry,
+    ObjectInfo,
+    OutboxRecord,
+    Part,
+    StagedBlob,
+    Upload,
+)
 
 T = TypeVar("T")
 
@@ -108,6 +118,18 @@ class CatalogReader(Protocol):
         """get_bucket and get_object_inline in one statement: a GET's reads in one round trip
         and one snapshot. None when there is no such bucket; (bucket, None) when the key has
         no object (it may have versions: a delete marker is the latest)."""
+        ...
+
+    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
+        """The first `limit` rows of the outbox, in their order (outbox.py)."""
+        ...
+
+    async def count_outbox(self) -> int:
+        """How many rows the outbox holds."""
+        ...
+
+    async def get_topics(self, account: str) -> dict[str, str]:
+        """The account's notification topics: name -> document (JSON)."""
         ...
 
 
@@ -298,6 +320,42 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
     async def claim_id(self, proposed: str | None) -> str | None:
         """The catalog's id; if it has none, `proposed` becomes it (None: only read)."""
         ...
+
+    async def append_outbox(
+        self,
+        bucket: str,
+        key: str,
+        event: str,
+        version_id: str | None,
+        time_ns: int,
+        facts: str,
+    ) -> None:
+        """Add a row to the outbox, numbered after every row before it (outbox.py)."""
+        ...
+
+    async def delete_outbox(self, seqs: Sequence[int]) -> None:
+        """Remove these rows of the outbox (acknowledged)."""
+        ...
+
+    async def hold_lease(self, name: str, holder: str, now_ns: int, until_ns: int) -> bool:
+        """Hold the lease `name` until `until_ns` if it is free, expired before `now_ns`, or
+        `holder`'s already; False while another holder has it."""
+        ...
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        """Give back the lease `name` if `holder` holds it."""
+        ...
+
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        """get_topics, for a change of the account's topics: no other transaction changes
+        those rows until this one ends."""
+        ...
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        """Make or replace a topic."""
+        ...
+
+    async def delete_topic(self, account: str, name: str) -> None: ...
 
 
 class Catalog(Protocol):

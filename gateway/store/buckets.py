@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from . import errors, objectlock, versions
+from . import errors, objectlock, outbox, versions
 from .api import CatalogTx
 from .core import (
     Latest,
@@ -17,10 +17,12 @@ from .core import (
     require_bucket,
 )
 from .model import (
+    NO_ORIGIN,
     Bucket,
     DefaultRetention,
     ObjectAttrs,
     ObjectInfo,
+    Origin,
 )
 
 
@@ -109,15 +111,32 @@ class Buckets(StoreCore):
         key: str,
         version_id: str | None,
         change: Callable[[ObjectInfo], ObjectAttrs],
+        event: str | None = None,
+        origin: Origin = NO_ORIGIN,
     ) -> ObjectInfo:
         """Change what is stored beside a version's bytes (its ACL, its tags): `change` gets
         the latest version or the one by id, as it is in this transaction, and returns its
-        new attrs. The bytes, the ETag and the time are untouched."""
+        new attrs. The bytes, the ETag and the time are untouched. `event` (ObjectTagging's,
+        ObjectAcl:Put) is recorded in the outbox for `origin`'s request (outbox.py)."""
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             version = await lookup(tx, bucket, key, version_id)
             version = replace(version, attrs=change(version))
             await tx.update_version(version)
+            if event is not None:
+                record = await require_bucket(tx, bucket)
+                await outbox.record(
+                    tx,
+                    self.destinations,
+                    record,
+                    key,
+                    event,
+                    origin,
+                    time.time_ns(),
+                    version.version_id,
+                    None,  # no size: the bytes did not change
+                    version.etag,
+                )
             return version
 
         return await self._write(commit)

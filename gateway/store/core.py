@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from .. import digest
-from . import crypto, errors, versions
+from . import crypto, errors, outbox, versions
 from .api import BlobStore, Catalog, CatalogReader, CatalogTx
 from .blobs import BlobFiles, FolderLock
 from .intents import Intents
 from .model import (
     Bucket,
     ObjectInfo,
+    Origin,
     StagedBlob,
     WriteCondition,
 )
@@ -70,6 +71,9 @@ class StoreCore:
         self.intents = Intents(self.catalog, self._read, self.files, blob_lease)
         # Frees of released blobs under way: they finish whatever becomes of their request.
         self._freeing: set[asyncio.Task[None]] = set()
+        # Which notification configurations an event fires (outbox.py): the application's
+        # to give; None records no event.
+        self.destinations: outbox.Destinations | None = None
 
     def close(self) -> None:
         self.files.close()
@@ -140,15 +144,35 @@ class StoreCore:
             answer()
 
     async def _put(
-        self, tx: CatalogTx, obj: ObjectInfo, new_blobs: Sequence[StagedBlob]
+        self,
+        tx: CatalogTx,
+        obj: ObjectInfo,
+        new_blobs: Sequence[StagedBlob],
+        event: str,
+        origin: Origin,
     ) -> ObjectInfo:
         """Write an object as its key's latest version, as the bucket's versioning says
         (versions.put); gives it with its version id and final time. References to its
         extents are taken before the replaced version's are dropped, in this one transaction,
-        so replacing an object by a copy of itself never frees a blob it still uses."""
+        so replacing an object by a copy of itself never frees a blob it still uses. `event`
+        (ObjectCreated's kind) is recorded in the outbox if the bucket's configuration fires
+        for it, in this transaction too."""
         await tx.retain(obj.extents, new_blobs)
         bucket = await require_bucket(tx, obj.bucket)
-        return await versions.put(tx, bucket, obj)
+        final = await versions.put(tx, bucket, obj)
+        await outbox.record(
+            tx,
+            self.destinations,
+            bucket,
+            obj.key,
+            event,
+            origin,
+            final.mtime_ns,
+            final.version_id,
+            final.size,
+            final.etag,
+        )
+        return final
 
 
 async def lookup(

@@ -136,6 +136,9 @@ async def _migrate(
                 batches = source.rows(table, names, batch)
                 rows[table] = await target.copy(table, names, kinds, batches)
                 progress(f"{table}: {rows[table]} rows")
+            # The outbox's numbers are its records' sequencers: they go on after the last one
+            # SQLite gave, delivered and deleted ones included (store/outbox.py).
+            await target.continue_sequence("outbox", "seq", source.sequence("outbox"))
             for table, copied in rows.items():
                 have, landed = source.count(table), await target.count(table)
                 if not have == copied == landed:

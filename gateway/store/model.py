@@ -289,3 +289,34 @@ class IamWrite:
             (self.account_doc is not None, self.rows, self.keys_added, self.keys_removed,
              self.members_added, self.members_removed, self.attached, self.detached)
         )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked for a change, from where, in which request: what an event record says of it
+    (gateway/notify/records.py). Each door makes one for its request and the write path hands
+    it down; the gateway's own changes (lifecycle) make theirs."""
+
+    principal: str = ""
+    source_ip: str = ""
+    request_id: str = ""
+    host_id: str = ""
+    # A body sent by a browser's POST form: its object's event is ObjectCreated:Post.
+    form: bool = False
+
+
+NO_ORIGIN = Origin()
+
+
+@dataclass(frozen=True)
+class OutboxRecord:
+    """A row of the outbox (outbox.py): what changed (the event, with its `s3:` prefix), where,
+    when, and the facts a consumer needs (JSON text: outbox.Facts)."""
+
+    seq: int
+    bucket: str
+    key: str
+    event: str
+    version_id: str | None
+    time_ns: int
+    facts: str

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterable, Mapping, Sequence
 from dataclasses import replace
 
 from .. import digest, metrics
-from . import crypto, errors, objectlock, staging, versions
+from . import crypto, errors, objectlock, outbox, staging, versions
 from .api import CatalogTx
 from .core import (
     LONG,
@@ -21,16 +21,23 @@ from .core import (
 )
 from .model import (
     NO_LOCK,
+    NO_ORIGIN,
+    Bucket,
     DeleteCondition,
     Deleted,
     Extent,
     ObjectAttrs,
     ObjectInfo,
     ObjectLock,
+    Origin,
+    OutboxRecord,
     StagedBlob,
     WriteCondition,
 )
 from .reader import ObjectReader
+
+# The lifecycle worker's deletions: AWS's records name the service as their principal.
+LIFECYCLE = Origin(principal="s3.amazonaws.com", source_ip="s3.amazonaws.com")
 
 
 class Objects(StoreCore):
@@ -62,10 +69,14 @@ class Objects(StoreCore):
         lock: ObjectLock = NO_LOCK,
         etag: str | None = None,
         keep_md5: bool = True,
+        event: str = outbox.PUT,
+        origin: Origin = NO_ORIGIN,
     ) -> ObjectInfo:
         """Commit a staged blob as the object `bucket/key`: its latest version, with the Object
         Lock asked for (or the bucket's default). The ETag is the MD5 of the bytes unless
-        `etag` says otherwise (SSE-C, SSE-KMS); `keep_md5` False keeps no MD5 of them (SSE-C)."""
+        `etag` says otherwise (SSE-C, SSE-KMS); `keep_md5` False keeps no MD5 of them (SSE-C).
+        `event`: what the outbox records of it (a PUT, a POST form's, a re-encrypted copy)
+        for `origin`'s request."""
         md5 = blob.md5.hex()
         staged = [] if blob.data is not None else [blob.id]
 
@@ -84,7 +95,7 @@ class Objects(StoreCore):
                 content_md5=md5 if keep_md5 else None,
                 lock=lock,
             )
-            return await self._put(tx, obj, [blob] if blob.size else [])
+            return await self._put(tx, obj, [blob] if blob.size else [], event, origin)
 
         return await self._write(commit, staged)
 
@@ -92,10 +103,12 @@ class Objects(StoreCore):
         """An early look at a write condition (it is checked again when the write commits)."""
         await check_write(self._read, bucket, key, condition)
 
-    async def delete_objects(self, bucket: str, keys: Sequence[str]) -> list[Deleted]:
+    async def delete_objects(
+        self, bucket: str, keys: Sequence[str], origin: Origin = NO_ORIGIN
+    ) -> list[Deleted]:
         """Delete keys (a missing key is not an error, as in S3): in a bucket whose
         versioning was ever set, each gets a delete marker."""
-        done = await self.delete_versions(bucket, [(key, None) for key in keys])
+        done = await self.delete_versions(bucket, [(key, None) for key in keys], origin=origin)
         return [d for d in done if isinstance(d, Deleted)]  # a key alone is never locked
 
     async def delete_versions(
@@ -104,6 +117,7 @@ class Objects(StoreCore):
         targets: Sequence[tuple[str, str | None]],
         bypass_governance: Sequence[bool] = (),
         conditions: Sequence[DeleteCondition | None] = (),
+        origin: Origin = NO_ORIGIN,
     ) -> list[Deleted | errors.StoreError]:
         """DeleteObject and DeleteObjects: each (key, version id) removes that version for
         good ("null": the null version); (key, None) deletes the key as the bucket's
@@ -111,7 +125,8 @@ class Objects(StoreCore):
         GOVERNANCE lock may be lifted (the caller's permission, decided per key), and
         `conditions`, what the version deleted must be (_check_delete). One transaction for
         them all; a target refused (a version Object Lock keeps, a condition not met) is
-        answered with its error and the others go ahead."""
+        answered with its error and the others go ahead. Each deletion is recorded in the
+        outbox for `origin`'s request (outbox.py)."""
 
         # Rows are locked in key order whatever the request's order, so two nodes deleting
         # the same keys cannot deadlock (PostgreSQL would abort one, to be run again).
@@ -132,7 +147,8 @@ class Objects(StoreCore):
                         done[n] = Deleted(key, vid)  # nothing the condition could hold for
                         continue
                     bypass = n < len(bypass_governance) and bypass_governance[n]
-                    done[n] = await versions.delete(tx, record, key, vid, now, bypass)
+                    done[n] = deleted = await versions.delete(tx, record, key, vid, now, bypass)
+                    await self._removed(tx, record, deleted, vid, now, origin, lifecycle=False)
                 except refused as exc:
                     done[n] = exc  # raised before it changed anything
             return [done[n] for n in range(len(targets))]
@@ -157,13 +173,68 @@ class Objects(StoreCore):
                 return False
             if seen.mtime_ns != mtime_ns:
                 return False
+            now = time.time_ns()
             try:
-                await versions.delete(tx, record, key, version_id, time.time_ns())
+                deleted = await versions.delete(tx, record, key, version_id, now)
             except objectlock.ObjectLocked:
                 return False
+            await self._removed(tx, record, deleted, version_id, now, LIFECYCLE, lifecycle=True)
             return True
 
         return await self._write(commit, frees=True)
+
+    async def _removed(
+        self,
+        tx: CatalogTx,
+        bucket: Bucket,
+        deleted: Deleted,
+        version_id: str | None,
+        now_ns: int,
+        origin: Origin,
+        lifecycle: bool,
+    ) -> None:
+        """Record a deletion in the outbox: a delete marker made (the key deleted in a
+        versioned bucket), else a removal (of the key, or of the version by its id)."""
+        if version_id is None and deleted.delete_marker:
+            event = outbox.EXPIRED_MARKER if lifecycle else outbox.MARKER
+            version_id = deleted.marker_version_id
+        else:
+            event = outbox.EXPIRED if lifecycle else outbox.DELETE
+        await outbox.record(
+            tx, self.destinations, bucket, deleted.key, event, origin, now_ns, version_id
+        )
+
+    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
+        """The outbox's first `limit` rows, in order (outbox.py)."""
+        return await self.catalog.scan(lambda reader: reader.read_outbox(limit))
+
+    async def count_outbox(self) -> int:
+        return await self.catalog.scan(lambda reader: reader.count_outbox())
+
+    async def acknowledge(self, seqs: Sequence[int]) -> None:
+        """Remove rows of the outbox that every destination has acknowledged."""
+
+        async def commit(tx: CatalogTx) -> None:
+            await tx.delete_outbox(seqs)
+
+        await self._write(commit)
+
+    async def hold_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Hold the catalog's lease `name` (not a bucket's: take_lease) for `seconds` if it is
+        free, expired or `holder`'s already: one holder at a time across every process and
+        node sharing the catalog."""
+        now = time.time_ns()
+        return await self._write(
+            lambda tx: tx.hold_lease(name, holder, now, now + int(seconds * 1e9))
+        )
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        """Give back the catalog's lease `name` if `holder` holds it."""
+
+        async def commit(tx: CatalogTx) -> None:
+            await tx.drop_lease(name, holder)
+
+        await self._write(commit)
 
     async def take_lease(self, bucket: str, name: str, holder: str, seconds: float) -> bool:
         """Hold the bucket's lease `name` for `seconds` if it is free, expired, or `holder`'s
@@ -252,6 +323,7 @@ class Objects(StoreCore):
         rewrap: crypto.Encryption | None = None,
         content_md5: str | None = None,
         condition: WriteCondition | None = None,
+        origin: Origin = NO_ORIGIN,
     ) -> ObjectInfo:
         """A new object over the source's extents: metadata only, whatever the size. It does
         not take the source's Object Lock: `lock` (or the bucket's default) applies;
@@ -282,7 +354,7 @@ class Objects(StoreCore):
                 content_md5=etag if content_md5 is None else content_md5 or None,
                 lock=lock,
             )
-            return await self._put(tx, obj, [])
+            return await self._put(tx, obj, [], outbox.COPY, origin)
 
         return await self._write(commit)
 

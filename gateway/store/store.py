@@ -67,6 +67,8 @@ class Store(Buckets, Objects, Uploads, Identities, Topics):
             orphans += len(stale)
         # Every intent is a dead writer's (the folder is ours alone), its files gone now.
         await self.catalog.write(lambda tx: tx.drop_intents(None))
+        # Topics kept in files before the catalog had a table for them (topics.py).
+        await self.import_topic_files()
         return tmp, orphans
 
     async def check_folder(self) -> None:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from .. import digest
 from ..limits import MAX_OBJECT_SIZE, MIN_PART_SIZE
-from . import crypto, errors, listing
+from . import crypto, errors, listing, outbox
 from .api import CatalogReader, CatalogTx
 from .core import (
     LONG,
@@ -21,10 +21,12 @@ from .core import (
 )
 from .model import (
     NO_LOCK,
+    NO_ORIGIN,
     Extent,
     ObjectAttrs,
     ObjectInfo,
     ObjectLock,
+    Origin,
     Part,
     StagedBlob,
     Upload,
@@ -132,6 +134,7 @@ class Uploads(StoreCore):
         chosen: Sequence[tuple[int, str]],
         checksums_of: Callable[[Upload, Sequence[Part]], dict[str, str]],
         condition: WriteCondition | None = None,
+        origin: Origin = NO_ORIGIN,
     ) -> ObjectInfo:
         """Make the object from the chosen (part number, ETag) pairs, in ascending order.
 
@@ -182,7 +185,7 @@ class Uploads(StoreCore):
                 lock=upload.lock,
             )
             # References the parts' blobs before the upload lets go.
-            final = await self._put(tx, obj, [])
+            final = await self._put(tx, obj, [], outbox.COMPLETE, origin)
             for part in await tx.delete_upload(upload.id):
                 await tx.release(part.extents)
             return final

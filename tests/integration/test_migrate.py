@@ -159,6 +159,17 @@ def moved(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
     try:
         s3 = gateway.client()
         pending = fill(s3)
+        # Two events waiting in the outbox (their topic's endpoint never answers).
+        sns = _iam(gateway, "sns")
+        arn = sns.create_topic(Name="t", Attributes={"push-endpoint": "http://127.0.0.1:9/"})
+        s3.put_bucket_notification_configuration(
+            Bucket="empty",
+            NotificationConfiguration={"TopicConfigurations": [
+                {"TopicArn": arn["TopicArn"], "Events": ["s3:ObjectRemoved:*"]}]},
+            SkipDestinationValidation=True,
+        )  # fmt: skip
+        s3.delete_object(Bucket="empty", Key="nothing")
+        s3.delete_object(Bucket="empty", Key="nothing")
         before = snapshot(s3)
         # An IAM user and its key, made on SQLite, move with the catalog.
         iam = _iam(gateway)
@@ -179,12 +190,12 @@ def moved(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory) ->
             "key": (key["AccessKeyId"], key["SecretAccessKey"])}  # fmt: skip
 
 
-def _iam(gateway: GatewayProcess) -> Any:
+def _iam(gateway: GatewayProcess, service: str = "iam") -> Any:
     import boto3
 
     from tests.process import ACCESS_KEY, SECRET_KEY
 
-    return boto3.client("iam", endpoint_url=gateway.url, aws_access_key_id=ACCESS_KEY,
+    return boto3.client(service, endpoint_url=gateway.url, aws_access_key_id=ACCESS_KEY,
                         aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
 
 
@@ -194,6 +205,18 @@ def test_summary_names_every_table_and_the_checks(moved):
         assert f"  {table} " in out, out
     assert " 3 buckets" in out and "verified: row counts" in out, out
     assert "postgresql://postgres@" in out, out
+
+
+def test_the_outbox_moves_and_its_numbers_go_on(moved):
+    """The events waiting in the outbox move with the catalog, and PostgreSQL's identity gives
+    numbers after the last one SQLite gave (they are the records' sequencers)."""
+    with psycopg.connect(moved["url"]) as conn:
+        rows = conn.execute("SELECT seq, event FROM outbox ORDER BY seq").fetchall()
+        assert [event for _, event in rows] == ["s3:ObjectRemoved:Delete"] * 2
+        (last,) = conn.execute("SELECT last_value FROM outbox_seq_seq").fetchone()
+        assert last == rows[-1][0]
+        topics = conn.execute("SELECT name FROM topics").fetchall()
+    assert topics == [("t",)]
 
 
 def test_postgresql_gateway_reads_everything_back_then_fsck_is_clean(moved):

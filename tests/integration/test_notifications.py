@@ -6,14 +6,18 @@ loopback. On both catalogs."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import http.server
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
+import psycopg
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -136,9 +140,14 @@ def test_topic_secrets_are_sealed_at_rest(server: GatewayProcess, receiver: Rece
     sns.create_topic(
         Name="sealed", Attributes={"push-endpoint": f"{receiver.url}/x/tok-4f9a2b?sig=zz81"}
     )
-    kept = list((server.data / "topics").glob("*.json"))
-    assert kept
-    text = "".join(p.read_text() for p in kept)
+    # The catalog's topics table, read as it is kept.
+    if server.catalog is None:
+        with contextlib.closing(sqlite3.connect(server.data / "catalog.sqlite3")) as conn:
+            rows = conn.execute("SELECT name, doc FROM topics").fetchall()
+    else:
+        with psycopg.connect(server.catalog) as conn:
+            rows = conn.execute("SELECT name, doc FROM topics").fetchall()
+    text = "".join(name + doc for name, doc in rows)
     assert "sealed" in text and "tok-4f9a2b" not in text and "zz81" not in text
 
 
@@ -367,3 +376,42 @@ def test_sns_actions_are_judged_by_iam_policies(server: GatewayProcess) -> None:
     assert _error(caught)[0] == "AuthorizationError"
     # The root's view: the topic is its account's.
     assert arn in [t["TopicArn"] for t in _client(server, "sns").list_topics()["Topics"]]
+
+
+def _catalog_sql(gateway: GatewayProcess, sql: str) -> list[tuple[Any, ...]]:
+    """Run `sql` on the gateway's catalog as it is kept (SQLite file or PostgreSQL)."""
+    if gateway.catalog is None:
+        with contextlib.closing(sqlite3.connect(gateway.data / "catalog.sqlite3")) as conn:
+            rows = conn.execute(sql).fetchall()
+            conn.commit()
+            return rows
+    with psycopg.connect(gateway.catalog) as conn:
+        cur = conn.execute(sql)
+        return cur.fetchall() if cur.description else []
+
+
+def test_topics_kept_in_files_are_imported(tmp_path: Path, catalog: str | None) -> None:
+    """Slice 1 kept topics in DATA/topics/<sha256 of the account>.json; the first start with
+    the catalog's table moves them into it, and the folder becomes topics.imported."""
+    gateway = GatewayProcess(tmp_path / "data", catalog=catalog).start()
+    try:
+        sns = _client(gateway, "sns")
+        arn = sns.create_topic(
+            Name="old", Attributes={"push-endpoint": "http://127.0.0.1:9/old?token=t0k"}
+        )["TopicArn"]
+    finally:
+        gateway.stop()
+    ((account, doc),) = _catalog_sql(gateway, "SELECT account, doc FROM topics")
+    _catalog_sql(gateway, "DELETE FROM topics")
+    folder = gateway.data / "topics"
+    folder.mkdir()
+    name = hashlib.sha256(account.encode()).hexdigest() + ".json"
+    (folder / name).write_text(json.dumps({"account": account, "topics": {"old": doc}}))
+    gateway.start()
+    try:
+        got = _client(gateway, "sns").get_topic_attributes(TopicArn=arn)["Attributes"]
+        assert got["push-endpoint"] == "http://127.0.0.1:9"
+        assert not folder.exists() and (gateway.data / "topics.imported" / name).exists()
+        assert _catalog_sql(gateway, "SELECT name FROM topics") == [("old",)]
+    finally:
+        gateway.stop()

@@ -15,7 +15,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from ...limits import MAX_ACL_XML
-from ...store import Bucket, ObjectAttrs, ObjectInfo
+from ...store import Bucket, ObjectAttrs, ObjectInfo, outbox
 from ...store.versions import DeleteMarker
 from ...users import User
 from .. import grants, xml
@@ -136,7 +136,7 @@ async def put_object_acl(ctx: Context) -> web.StreamResponse:
     def change(version: ObjectInfo) -> ObjectAttrs:
         return replace(version.attrs, acl=stored)
 
-    await ctx.store.update_attrs(ctx.bucket, key, obj.version_id, change)
+    await ctx.store.update_attrs(ctx.bucket, key, obj.version_id, change, outbox.ACL, ctx.origin())
     return web.Response()
 
 

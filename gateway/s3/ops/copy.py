@@ -186,7 +186,16 @@ async def copy_object(ctx: Context) -> web.StreamResponse:
         # The destination's encryption is the request's (or its bucket's default), never the
         # source's.
         obj = await writes.copy(
-            ctx.store, source, source_key, ctx.bucket, key, attrs, dest, lock, condition
+            ctx.store,
+            source,
+            source_key,
+            ctx.bucket,
+            key,
+            attrs,
+            dest,
+            lock,
+            condition,
+            ctx.origin(),
         )
         if obj.version_id != NULL_VERSION:
             answer["x-amz-version-id"] = obj.version_id

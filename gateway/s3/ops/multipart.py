@@ -140,7 +140,7 @@ async def complete_multipart_upload(ctx: Context) -> web.StreamResponse:
         sse.for_upload(upload.attrs, ctx.store.keys, customer_key)
 
     obj = await writes.complete(
-        ctx.store, upload_id, ctx.bucket, key, chosen, sent, ctx.headers, condition
+        ctx.store, upload_id, ctx.bucket, key, chosen, sent, ctx.headers, condition, ctx.origin()
     )
     location = f"{ctx.request.scheme}://{ctx.request.host}/{ctx.bucket}/{key}"
     response = _xml(

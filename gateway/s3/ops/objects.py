@@ -193,7 +193,9 @@ async def put_object(ctx: Context) -> web.StreamResponse:
     blob = await stage_body(ctx, expected_md5, encryption)
     checksum = ctx.payload.checksum_headers()
     attrs = ctx.with_acl(attrs, headers=headers, checksums=checksum)
-    obj = await writes.put(ctx.store, ctx.bucket, key, blob, attrs, encryption, condition, lock)
+    obj = await writes.put(
+        ctx.store, ctx.bucket, key, blob, attrs, encryption, condition, lock, ctx.origin()
+    )
     # A null version (unversioned or suspended bucket) is not named: AWS sends no id then.
     made = {"x-amz-version-id": obj.version_id} if obj.version_id != NULL_VERSION else {}
     made.update(expiration_header(ctx, obj))
@@ -370,7 +372,7 @@ async def delete_object(ctx: Context) -> web.StreamResponse:
         params.http_seconds,
     )
     (done,) = await ctx.store.delete_versions(
-        ctx.bucket, [(key, version_id)], [bypass], [condition]
+        ctx.bucket, [(key, version_id)], [bypass], [condition], ctx.origin()
     )
     if isinstance(done, StoreError):
         raise done
@@ -438,6 +440,7 @@ async def delete_objects(ctx: Context) -> web.StreamResponse:
             [(k, v) for _, k, v, _ in deletable],
             [retention.bypass_governance(asked, ctx.allowed, k, v) for _, k, v, _ in deletable],
             [condition for *_, condition in deletable],
+            ctx.origin(),
         )
         for (at, key, version, _), deleted in zip(deletable, done, strict=True):
             if isinstance(deleted, StoreError):

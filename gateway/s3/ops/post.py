@@ -143,7 +143,9 @@ async def post_object(ctx: Context) -> web.StreamResponse:
         ctx.store, _sized(reader.file_chunks(), maximum), encryption, [computed], check
     )
     attrs = replace(attrs, checksums=stored)
-    obj = await writes.put(ctx.store, ctx.bucket, key, blob, attrs, encryption, lock=lock)
+    obj = await writes.put(
+        ctx.store, ctx.bucket, key, blob, attrs, encryption, lock=lock, origin=ctx.origin(True)
+    )
     # A null version (unversioned or suspended bucket) is not named, as on PutObject.
     made = obj.version_id if obj.version_id != NULL_VERSION else None
     return _answer(ctx, fields, key, obj.etag, made, {**stored, **sse.echo(obj.attrs, True)})

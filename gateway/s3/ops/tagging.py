@@ -11,6 +11,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from ...store.model import ObjectInfo
+from ...store.outbox import TAGGED, UNTAGGED
 from ...store.versions import DeleteMarker
 from .. import tagging
 from ..context import Context
@@ -22,13 +23,15 @@ from .objects import version_headers
 _XML = "application/xml"
 
 
-async def _set_tags(ctx: Context, tags: tagging.TagSet) -> ObjectInfo:
+async def _set_tags(ctx: Context, tags: tagging.TagSet, event: str) -> ObjectInfo:
     try:
         return await ctx.store.update_attrs(
             ctx.bucket,
             check_key(ctx.key),
             version_param(ctx),
             lambda version: replace(version.attrs, tags=tags),
+            event,
+            ctx.origin(),
         )
     except DeleteMarker as exc:
         # AWS answers 405 to a change of tags when the latest version is a marker, too.
@@ -51,12 +54,12 @@ async def get_object_tagging(ctx: Context) -> web.StreamResponse:
 
 async def put_object_tagging(ctx: Context) -> web.StreamResponse:
     tags = tagging.from_xml(await ctx.read_xml(tagging.MAX_TAGGING_XML), tagging.MAX_OBJECT_TAGS)
-    obj = await _set_tags(ctx, tags)
+    obj = await _set_tags(ctx, tags, TAGGED)
     return web.Response(headers=version_headers(ctx, obj))
 
 
 async def delete_object_tagging(ctx: Context) -> web.StreamResponse:
-    obj = await _set_tags(ctx, ())
+    obj = await _set_tags(ctx, (), UNTAGGED)
     return web.Response(status=204, headers=version_headers(ctx, obj))
 
 

@@ -96,6 +96,14 @@ class PostgresImport:
                 count += len(rows)
         return count
 
+    async def continue_sequence(self, table: str, column: str, last: int) -> None:
+        """Make the identity `table.column` give numbers after `last` (COPY writes the given
+        values without moving it)."""
+        if last > 0:
+            await self.conn.execute(
+                "SELECT setval(pg_get_serial_sequence(%s, %s), %s)", (table, column, last)
+            )
+
     async def count(self, table: str) -> int:
         cur = await self.conn.execute(f'SELECT count(*) FROM "{table}"')
         row = await cur.fetchone()

@@ -585,6 +585,57 @@ class PostgresTx(ConnReader):
         )
         return [blob_id for (blob_id,) in rows]
 
+    async def append_outbox(
+        self,
+        bucket: str,
+        key: str,
+        event: str,
+        version_id: str | None,
+        time_ns: int,
+        facts: str,
+    ) -> None:
+        self._defer(
+            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            (bucket, key.encode(), event, version_id, time_ns, facts),
+        )
+
+    async def delete_outbox(self, seqs: Sequence[int]) -> None:
+        await self._run("DELETE FROM outbox WHERE seq = ANY(%s)", (list(seqs),))
+
+    async def hold_lease(self, name: str, holder: str, now_ns: int, until_ns: int) -> bool:
+        # One statement: two takers at once meet on the row's lock, and the second sees the
+        # first's holder (ON CONFLICT, no advisory lock: CockroachDB and YugabyteDB run it).
+        rows = await self._all(
+            "INSERT INTO leases (name, holder, expires_ns) VALUES (%s, %s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+            "expires_ns = excluded.expires_ns "
+            "WHERE leases.holder = excluded.holder OR leases.expires_ns < %s RETURNING holder",
+            (name, holder, until_ns, now_ns),
+        )
+        return bool(rows)
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        await self._run("DELETE FROM leases WHERE name = %s AND holder = %s", (name, holder))
+
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        # Two changes of one account's topics wait for each other on its rows; two making an
+        # account's first topics at once both go ahead (a name made twice: the upsert).
+        rows = await self._all(
+            "SELECT name, doc FROM topics WHERE account = %s FOR UPDATE", (account,)
+        )
+        return {name: doc for name, doc in rows}
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        await self._run(
+            "INSERT INTO topics (account, name, doc) VALUES (%s, %s, %s) "
+            "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
+            (account, name, doc),
+        )
+
+    async def delete_topic(self, account: str, name: str) -> None:
+        await self._run("DELETE FROM topics WHERE account = %s AND name = %s", (account, name))
+
     async def delete_upload(self, upload_id: str) -> list[Part]:
         # The upload's row first: its exclusive lock waits for the parts being written into
         # it (they hold its SHARE lock), whose rows the next statement then sees.

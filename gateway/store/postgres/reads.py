@@ -15,6 +15,7 @@ from ..model import (
     Bucket,
     ListEntry,
     ObjectInfo,
+    OutboxRecord,
     Part,
     Upload,
 )
@@ -278,6 +279,25 @@ class Reads:
             "SELECT account, user_name FROM access_keys WHERE access_key = %s", (access_key,)
         )
         return (row[0], row[1]) if row else None
+
+    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
+        rows = await self._all(
+            "SELECT seq, bucket, key, event, version_id, time_ns, facts FROM outbox "
+            "ORDER BY seq LIMIT %s",
+            (limit,),
+        )
+        return [
+            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts)
+            for seq, bucket, key, event, version_id, time_ns, facts in rows
+        ]
+
+    async def count_outbox(self) -> int:
+        row = await self._one("SELECT count(*) FROM outbox")
+        return int(row[0]) if row else 0
+
+    async def get_topics(self, account: str) -> dict[str, str]:
+        rows = await self._all("SELECT name, doc FROM topics WHERE account = %s", (account,))
+        return {name: doc for name, doc in rows}
 
 
 class PooledReader(Reads):

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Schema 7's document parts and the kind of their rows at 8.
 _PARTS = (
@@ -202,6 +202,34 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             json_each(i.doc::json -> 'users') u
             WHERE i.account = k.account AND u.value -> 'keys' -> k.access_key IS NOT NULL""",
         "DROP TABLE identities",
+    ),
+    # Events (gateway/store/outbox.py): a change someone outside may need to hear about,
+    # written in the transaction of the change, removed once every consumer acknowledged it;
+    # `seq` is an identity (never used twice: the records' sequencer only increases for a
+    # key). Leases: background work held by one process at a time across every node.
+    # Topics: each account's notification topics, a JSON document by name (until then files
+    # of the data folder, imported at the next start: Store.sweep).
+    9: (
+        """CREATE TABLE IF NOT EXISTS topics (
+            account     text COLLATE "C" NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            doc         text NOT NULL,
+            PRIMARY KEY (account, name)
+        )""",
+        """CREATE TABLE IF NOT EXISTS outbox (
+            seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            bucket      text COLLATE "C" NOT NULL,
+            key         bytea NOT NULL,
+            event       text NOT NULL,
+            version_id  text,
+            time_ns     bigint NOT NULL,
+            facts       text NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS leases (
+            name        text COLLATE "C" PRIMARY KEY,
+            holder      text NOT NULL,
+            expires_ns  bigint NOT NULL
+        )""",
     ),
 }
 

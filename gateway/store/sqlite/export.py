@@ -66,6 +66,13 @@ class SqliteExport:
         while rows := cursor.fetchmany(batch):
             yield rows
 
+    def sequence(self, table: str) -> int:
+        """The last number an AUTOINCREMENT table gave (0: none), rows deleted since
+        included."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,))
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
     def count(self, table: str) -> int:
         return int(self.conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
 

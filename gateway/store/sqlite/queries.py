@@ -21,6 +21,7 @@ from ..model import (
     IamWrite,
     ListEntry,
     ObjectInfo,
+    OutboxRecord,
     Part,
     StagedBlob,
     Upload,
@@ -304,6 +305,25 @@ class SqliteReader:
             "SELECT account, user_name FROM access_keys WHERE access_key = ?", (access_key,)
         ).fetchone()
         return (row[0], row[1]) if row else None
+
+    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
+        rows = self.conn.execute(
+            "SELECT seq, bucket, key, event, version_id, time_ns, facts FROM outbox "
+            "ORDER BY seq LIMIT ?",
+            (limit,),
+        )
+        return [
+            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts)
+            for seq, bucket, key, event, version_id, time_ns, facts in rows
+        ]
+
+    async def count_outbox(self) -> int:
+        (count,) = self.conn.execute("SELECT count(*) FROM outbox").fetchone()
+        return int(count)
+
+    async def get_topics(self, account: str) -> dict[str, str]:
+        rows = self.conn.execute("SELECT name, doc FROM topics WHERE account = ?", (account,))
+        return dict(rows.fetchall())
 
 
 class SqliteAudit:
@@ -589,6 +609,50 @@ class SqliteTx(SqliteReader):
             )
         row = self.conn.execute("SELECT id FROM catalog_id").fetchone()
         return row[0] if row else None
+
+    async def append_outbox(
+        self,
+        bucket: str,
+        key: str,
+        event: str,
+        version_id: str | None,
+        time_ns: int,
+        facts: str,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (bucket, key.encode(), event, version_id, time_ns, facts),
+        )
+
+    async def delete_outbox(self, seqs: Sequence[int]) -> None:
+        self.conn.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])
+
+    async def hold_lease(self, name: str, holder: str, now_ns: int, until_ns: int) -> bool:
+        row = self.conn.execute(
+            "INSERT INTO leases (name, holder, expires_ns) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+            "expires_ns = excluded.expires_ns "
+            "WHERE leases.holder = excluded.holder OR leases.expires_ns < ? RETURNING holder",
+            (name, holder, until_ns, now_ns),
+        ).fetchone()
+        return row is not None
+
+    async def drop_lease(self, name: str, holder: str) -> None:
+        self.conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    async def lock_topics(self, account: str) -> dict[str, str]:
+        return await self.get_topics(account)  # the one writer: nobody else changes them
+
+    async def put_topic(self, account: str, name: str, doc: str) -> None:
+        self.conn.execute(
+            "INSERT INTO topics (account, name, doc) VALUES (?, ?, ?) "
+            "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
+            (account, name, doc),
+        )
+
+    async def delete_topic(self, account: str, name: str) -> None:
+        self.conn.execute("DELETE FROM topics WHERE account = ? AND name = ?", (account, name))
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # IAM (gateway/iam/): an account's identities as rows. The account's own row (its root's access
 # keys: the row a change of the account's identities holds), a row per user, group, role and
@@ -177,6 +177,33 @@ CREATE TABLE IF NOT EXISTS catalog_id (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     id  TEXT NOT NULL
 );
+
+-- Events (gateway/store/outbox.py): a change someone outside may need to hear about, written in
+-- the transaction of the change, removed once every consumer has acknowledged it. AUTOINCREMENT:
+-- a sequence number is never used twice, even once the table has been emptied (it is the
+-- records' sequencer, which must only increase for a key).
+CREATE TABLE IF NOT EXISTS outbox (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    bucket      TEXT NOT NULL,
+    key         BLOB NOT NULL,
+    event       TEXT NOT NULL,
+    version_id  TEXT,
+    time_ns     INTEGER NOT NULL,
+    facts       TEXT NOT NULL
+);
+-- Notification topics (gateway/notify/topics.py): each account's, a JSON document by name.
+CREATE TABLE IF NOT EXISTS topics (
+    account     TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    doc         TEXT NOT NULL,
+    PRIMARY KEY (account, name)
+) WITHOUT ROWID;
+-- Background work held by one process at a time across every node (the outbox's consumers).
+CREATE TABLE IF NOT EXISTS leases (
+    name        TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    expires_ns  INTEGER NOT NULL
+) WITHOUT ROWID;
 """
     + IAM_SCHEMA
 )
@@ -238,6 +265,9 @@ def initialise(path: Path) -> None:
         # at 8 has its documents split into them.
         if version == 8:
             steps.append(SPLIT_IDENTITIES)
+        # 10: the outbox and the leases (gateway/store/outbox.py), and the topics (until then
+        # files of the data folder, imported at the next start: Store.sweep), tables of their
+        # own made by SCHEMA, empty.
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         try:
             conn.executescript(

@@ -1,0 +1,128 @@
+"""The outbox: a change that someone outside may need to hear about (an object created or
+removed) is recorded as a row, in the catalog transaction of the change itself, so that the
+record is committed exactly when the change is (DESIGN.md, "Events: one outbox, several
+consumers"). Consumers (gateway/workers/notifications.py) read the rows in order, and a row is
+removed once every destination it names has acknowledged it.
+
+One row per change, not per destination: what changed (bucket, key, event, version id, time)
+and its facts (the object's size and ETag, the bucket's owner, who asked from where, the
+request's ids) and the notification configurations it fired (their ids and destinations),
+decided when the change committed. The row's `seq` is the records' sequencer: it only grows
+(both catalogs never use a number twice), and two changes of one key commit in the order of
+their numbers (the second waits for the first's row lock before it takes its number).
+
+A write records a row only when the bucket has a notification configuration (its
+"notification" setting) that fires for the event and key: a bucket without one pays one
+dictionary look-up. Which configurations fire is the protocol's to say (a configuration is
+AWS's XML, gateway/notify/configuration.py); the application gives the Store that function as
+`Store.destinations`, so that storage stays free of S3's wire formats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .api import CatalogTx
+from .model import Bucket, Origin
+
+# The bucket setting that holds its notification configuration.
+SETTING = "notification"
+
+# Events, with their `s3:` prefix (AWS's names; gateway/notify/events.py has them all).
+PUT = "s3:ObjectCreated:Put"
+POST = "s3:ObjectCreated:Post"
+COPY = "s3:ObjectCreated:Copy"
+COMPLETE = "s3:ObjectCreated:CompleteMultipartUpload"
+DELETE = "s3:ObjectRemoved:Delete"
+MARKER = "s3:ObjectRemoved:DeleteMarkerCreated"
+EXPIRED = "s3:LifecycleExpiration:Delete"
+EXPIRED_MARKER = "s3:LifecycleExpiration:DeleteMarkerCreated"
+TAGGED = "s3:ObjectTagging:Put"
+UNTAGGED = "s3:ObjectTagging:Delete"
+ACL = "s3:ObjectAcl:Put"
+
+# (a bucket's notification document, an event, a key) -> the (configuration id, destination
+# ARN) pairs it fires, in the document's order (empty: none).
+Destinations = Callable[[str, str, str], Sequence[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A row's facts: what a record says beyond the row's columns."""
+
+    owner: str
+    principal: str
+    source_ip: str
+    request_id: str
+    host_id: str
+    size: int | None
+    etag: str | None
+    # The configurations the change fired: (configuration id, destination ARN).
+    targets: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "owner": self.owner,
+                "principal": self.principal,
+                "ip": self.source_ip,
+                "request": self.request_id,
+                "host": self.host_id,
+                "size": self.size,
+                "etag": self.etag,
+                "targets": [list(t) for t in self.targets],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Facts:
+        found: dict[str, Any] = json.loads(text)
+        return cls(
+            found["owner"],
+            found["principal"],
+            found["ip"],
+            found["request"],
+            found["host"],
+            found.get("size"),
+            found.get("etag"),
+            tuple((str(i), str(a)) for i, a in found["targets"]),
+        )
+
+
+async def record(
+    tx: CatalogTx,
+    destinations: Destinations | None,
+    bucket: Bucket,
+    key: str,
+    event: str,
+    origin: Origin,
+    time_ns: int,
+    version_id: str | None = None,
+    size: int | None = None,
+    etag: str | None = None,
+) -> None:
+    """Record `event` on `key` in `tx`, if the bucket's configuration fires for it."""
+    document = bucket.settings.get(SETTING)
+    if document is None or destinations is None:
+        return
+    fired = tuple(destinations(document, event, key))
+    if not fired:
+        return
+    facts = Facts(
+        bucket.owner,
+        origin.principal,
+        origin.source_ip,
+        origin.request_id,
+        origin.host_id,
+        size,
+        etag,
+        fired,
+    )
+    # A version id on a bucket whose versioning was ever set ("null" included), as AWS's
+    # records carry it; none on an unversioned bucket.
+    shown = version_id if bucket.versioning is not None else None
+    await tx.append_outbox(bucket.name, key, event, shown, time_ns, facts.to_json())

@@ -1,0 +1,249 @@
+"""The notifications worker: delivers the outbox's events (gateway/store/outbox.py) to the
+destinations each names, at least once, in order for each key.
+
+One process at a time delivers, whatever number of worker processes and nodes share the
+catalog: the one holding the catalog's lease "notifications" (Store.hold_lease), renewed while
+it works and given back on a clean stop; a holder that dies leaves it to lapse (LEASE_SECONDS).
+
+A pass reads the outbox's first rows in order. For each row, each configuration it fired gets
+AWS's record (notify/records.py) at its topic's endpoint (notify/webhook.py); the row is
+removed once every one of them acknowledged (a 2xx). A destination that fails (a 5xx, a
+refused connection, no answer in time) is not tried again in that pass, and a row that could
+not be delivered holds back the later rows of its key (the order for a key is the order of its
+changes); other keys go on. Failed rows are tried again after a pause that doubles up to
+BACKOFF_MAX. A destination that acknowledged a row is not sent it again while this process
+holds the lease; after a crash or a change of holder it may be (at least once, never lost).
+
+A topic deleted since the change was recorded has nowhere to go: its records are dropped,
+with a warning naming the topic. So is an event that has waited longer than the retention
+(--notify-retention, a week by default). Both are counted (s3gw_notifications_dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+
+from .. import metrics
+from ..notify import records, topics
+from ..notify.networks import Networks
+from ..notify.topics import Topic
+from ..notify.webhook import WebhookSender
+from ..store import Store, StoreError
+from ..store.model import OutboxRecord
+from ..store.outbox import Facts
+
+log = logging.getLogger(__name__)
+
+LEASE = "notifications"
+# Short, so that a holder that died (SIGKILL, a lost node) is taken over within seconds; the
+# holder renews it once a third has gone.
+LEASE_SECONDS = 15.0
+PAGE = 200
+IDLE = 0.25  # seconds between looks at an empty outbox
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 10.0
+
+# (row, configuration id, destination ARN): a delivery acknowledged.
+_Sent = tuple[int, str, str]
+
+
+class NotificationWorker:
+    def __init__(
+        self,
+        store: Store,
+        region: str,
+        networks: Networks,
+        open_secret: Callable[[str], bytes] | None,
+        retention: float = 604_800.0,
+    ) -> None:
+        self.store = store
+        self.retention_ns = int(retention * 1e9)
+        self.region = region
+        self.networks = networks
+        self.open_secret = open_secret
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.held_at: float | None = None  # monotonic time the lease was last taken
+        self.backoff = 0.0
+        self.sent: set[_Sent] = set()
+        # Destinations failing now: a warning when one starts failing, a line when it is back
+        # (not one per retry of a destination down for days).
+        self.failing: set[str] = set()
+        self.sender = WebhookSender(networks)
+
+    async def run_forever(self) -> None:
+        unavailable = False
+        try:
+            while True:
+                try:
+                    pause = await self.pass_once()
+                    unavailable = False
+                except asyncio.CancelledError:
+                    raise
+                except StoreError as exc:
+                    # The catalog down or full: said once, tried again until it is back.
+                    if not unavailable:
+                        log.warning("notifications: the outbox cannot be read now: %s", exc)
+                    unavailable = True
+                    pause = self._failed()
+                except Exception:  # a pass that fails is tried again, never fatal
+                    log.exception("notifications: a delivery pass failed")
+                    pause = self._failed()
+                await asyncio.sleep(pause)
+        finally:
+            await self.sender.close()
+
+    async def pass_once(self) -> float:
+        """A pass if there is anything to deliver; the pause before the next. A process that
+        does not hold the lease takes it only when the outbox has rows: an idle gateway, or a
+        bucket without notifications, writes nothing for it."""
+        if self.held_at is None and not await self.store.read_outbox(1):
+            return IDLE
+        return await self.run_once() if await self._hold() else LEASE_SECONDS / 3
+
+    async def _hold(self) -> bool:
+        """Take the lease, or renew it once a third of it has gone."""
+        now = time.monotonic()
+        if self.held_at is not None and now - self.held_at < LEASE_SECONDS / 3:
+            return True
+        if await self.store.hold_lease(LEASE, self.holder, LEASE_SECONDS):
+            self.held_at = now
+            return True
+        if self.held_at is not None:
+            metrics.NOTIFY_PENDING.set(0)  # another holder counts them now
+        self.held_at = None
+        self.sent.clear()
+        return False
+
+    async def release_lease(self) -> None:
+        """Give the lease back (on a clean stop, or with nothing to deliver), so that another
+        process, or a restarted gateway, delivers at once."""
+        if self.held_at is None:
+            return
+        self.held_at = None
+        try:
+            await self.store.drop_lease(LEASE, self.holder)
+        except Exception:  # it lapses on its own; the stop goes on
+            log.warning("notifications: could not give back the lease")
+
+    def _failed(self) -> float:
+        self.backoff = min(BACKOFF_MAX, max(BACKOFF_FIRST, self.backoff * 2))
+        return self.backoff
+
+    async def run_once(self) -> float:
+        """One pass over the outbox's first rows; the pause before the next."""
+        rows = await self.store.read_outbox(PAGE)
+        metrics.NOTIFY_PENDING.set(
+            len(rows) if len(rows) < PAGE else await self.store.count_outbox()
+        )
+        if not rows:
+            # Nothing in flight: the lease goes back (no renewal while idle), and is taken
+            # again, by whichever process sees a row first.
+            await self.release_lease()
+            return IDLE
+        found: dict[str, dict[str, str]] = {}  # topics by account, read once a pass
+        failed: set[str] = set()  # destinations that failed in this pass
+        held: set[tuple[str, str]] = set()  # keys with a row not delivered
+        done: list[int] = []
+        expired = time.time_ns() - self.retention_ns
+        for row in rows:
+            # A long pass (slow destinations) renews the lease as it goes, and stops if another
+            # holder took it: two holders delivering at once would break a key's order.
+            if not await self._hold():
+                break
+            if row.time_ns < expired:
+                # Waited longer than the retention: dropped, counted (--notify-retention).
+                log.warning(
+                    "notifications: an event of %s older than the retention is dropped", row.bucket
+                )
+                metrics.NOTIFY_DROPPED.inc()
+                done.append(row.seq)
+                continue
+            if (row.bucket, row.key) in held:
+                continue
+            if await self._deliver(row, found, failed):
+                done.append(row.seq)
+            else:
+                held.add((row.bucket, row.key))
+        if done:
+            await self.store.acknowledge(done)
+            finished = set(done)
+            self.sent = {s for s in self.sent if s[0] not in finished}
+            metrics.NOTIFY_PENDING.dec(len(done))
+        if held:
+            return self._failed()
+        self.backoff = 0.0
+        return 0.0 if len(rows) == PAGE else IDLE
+
+    async def _deliver(
+        self, row: OutboxRecord, found: dict[str, dict[str, str]], failed: set[str]
+    ) -> bool:
+        """Send the row to each destination that has not acknowledged it; True when all
+        have."""
+        facts = Facts.from_json(row.facts)
+        change = records.ObjectEvent(
+            event=row.event,
+            bucket=row.bucket,
+            bucket_owner=facts.owner,
+            key=row.key,
+            time_ns=row.time_ns,
+            sequencer=row.seq,
+            principal=facts.principal,
+            source_ip=facts.source_ip,
+            request_id=facts.request_id,
+            host_id=facts.host_id,
+            size=facts.size,
+            etag=facts.etag,
+            version_id=row.version_id,
+        )
+        complete = True
+        for configuration_id, arn in facts.targets:
+            if (row.seq, configuration_id, arn) in self.sent:
+                continue
+            if arn in failed:
+                complete = False
+                continue
+            topic = await self._topic(facts.owner, arn, found)
+            if topic is None or not topic.endpoint:
+                # Deleted since (or made without an endpoint): nowhere to deliver to.
+                log.warning("notifications: %s has no endpoint now; its event is dropped", arn)
+                metrics.NOTIFY_DROPPED.inc()
+                continue
+            body = records.message([records.record(change, self.region, configuration_id)])
+            delivery = await self.sender.send(topic, body)
+            if delivery.acknowledged:
+                self.sent.add((row.seq, configuration_id, arn))
+                metrics.NOTIFY_DELIVERED.inc()
+                if arn in self.failing:
+                    self.failing.discard(arn)
+                    log.info("notifications: %s acknowledges again", topic.arn)
+                continue
+            metrics.NOTIFY_FAILED.inc()
+            if arn not in self.failing:
+                self.failing.add(arn)
+                log.warning(
+                    "notifications: %s: %s (tried again until it acknowledges)",
+                    topic.arn,
+                    delivery.reason,
+                )
+            failed.add(arn)
+            complete = False
+        return complete
+
+    async def _topic(self, owner: str, arn: str, found: dict[str, dict[str, str]]) -> Topic | None:
+        """The topic a destination ARN names (of the bucket owner's account: the registry
+        rule, notify/topics.py), or None if it is gone."""
+        named = topics.parse_arn(arn)
+        if named is None or self.open_secret is None:
+            return None
+        if owner not in found:
+            found[owner] = await self.store.get_topics(owner)
+        doc = found[owner].get(named.name)
+        if doc is None:
+            return None
+        return Topic.from_doc(owner, named.name, self.region, doc, self.open_secret)
