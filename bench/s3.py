@@ -70,9 +70,12 @@ from tests.process import ACCESS_KEY, SECRET_KEY, GatewayProcess
 KIB = 1024
 MIB = 1024 * KIB
 
-# Every gateway runs at its defaults (the access log at info, metrics on), as a user runs it.
-# gateway_sse_s3: one worker whose buckets encrypt every object with SSE-S3 (their default
-# encryption), beside gateway_1_worker's plain objects. The SMALL_ONLY configurations, one
+# Every gateway runs at its defaults (the access log at info, metrics on), as a user runs it,
+# but for one: its objects are kept in plaintext (--default-encryption none), so that each
+# configuration adds one feature to the same baseline and the rows compare with the runs before
+# SSE-S3 became the default. gateway_sse_s3: one worker whose buckets encrypt every object with
+# SSE-S3 (their default encryption: what a new bucket has by default since issue 49), beside
+# gateway_1_worker's plain objects. The SMALL_ONLY configurations, one
 # worker each, run the 4 KiB c64 workloads only: what one feature costs per small request.
 # gateway_pg_1_node, gateway_pg_2_nodes: the catalog in PostgreSQL (PG_NODES below).
 SERVERS = (
@@ -287,6 +290,8 @@ def _start_gateway(name: str, workers: int, folder: Path) -> Server:
         "S3GW_WORKERS": str(workers),
         # No load balancer waits on its readiness: a drain would only add to each stop.
         "S3GW_DRAIN_SECONDS": "0",
+        # The plaintext baseline (see SERVERS); gateway_sse_s3 sets its buckets' rule itself.
+        "S3GW_DEFAULT_ENCRYPTION": "none",
     }
     if name == "gateway_log_off":
         env["S3GW_LOG_LEVEL"] = "warning"
@@ -500,7 +505,7 @@ def _start_pg(name: str, folder: Path, bench: Bench) -> Server | str:
         url = bench.postgres.database()
     except RuntimeError as e:
         return f"PostgreSQL configurations ({', '.join(PG_NODES)}): skipped: {e}"
-    env = {"S3GW_LOG_LEVEL": "warning", "S3GW_WORKERS": "1"}
+    env = {"S3GW_LOG_LEVEL": "warning", "S3GW_WORKERS": "1", "S3GW_DEFAULT_ENCRYPTION": "none"}
     nodes: list[GatewayProcess] = []
 
     def stop() -> None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,12 +81,19 @@ def test_aws_cli_pass(s3, buckets: Buckets, tmp_path: Path):
     # sync up, again with one file changed and one new (only those go up), then down.
     local = tmp_path / "tree"
     files = {"a.txt": b"a", "sub/b.bin": os.urandom(1000), "sub/c d.txt": b"c"}
+    # Dated a minute back: S3's LastModified is in whole seconds (AWS's form), and aws-cli's
+    # sync uploads a file newer than its object, which one written in the upload's own second
+    # would seem to be.
+    past = time.time() - 60
     for relative, data in files.items():
         (local / relative).parent.mkdir(parents=True, exist_ok=True)
         (local / relative).write_bytes(data)
+        os.utime(local / relative, (past, past))
     aws("s3", "sync", str(local), f"s3://{name}/tree")
     (local / "a.txt").write_bytes(b"a, longer now")
     (local / "sub/new.txt").write_bytes(b"new")
+    for changed in ("a.txt", "sub/new.txt"):
+        os.utime(local / changed, (past, past))
     again = aws("s3", "sync", str(local), f"s3://{name}/tree")
     uploaded = sorted(line.split(" to ")[-1] for line in again.splitlines() if "upload:" in line)
     assert uploaded == [f"s3://{name}/tree/a.txt", f"s3://{name}/tree/sub/new.txt"], again
