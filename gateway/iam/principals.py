@@ -108,7 +108,6 @@ class Principals(Mapping[str, User]):
         self.by_account = {u.canonical_id: u for u in roots.values()}
         self._store = store
         self.keys = keys
-        self._refreshed = float("-inf")  # when the master key was last looked at
         self._ttl = ttl
         self._clock = clock
         self._wall = wall
@@ -135,14 +134,14 @@ class Principals(Mapping[str, User]):
 
     @property
     def master(self) -> bytes | None:
-        """The master key session tokens are sealed and opened under: looked at again at most
-        once per bound, so that after `s3gw keys rotate` (on any node sharing the folder)
-        every worker refuses the tokens sealed under the retired key within it."""
+        """The master key session tokens are sealed and opened under, the folder's current
+        one: after `s3gw keys rotate` (on any node sharing the folder) no worker opens a token
+        sealed under the retired key, nor seals a new one under it. Looking costs a stat of
+        keys.json (read again only when it changed), and only requests with a session token
+        and STS's calls look."""
         if self.keys is None:
             return None
-        if self._clock() >= self._refreshed + self._ttl:
-            self._refreshed = self._clock()
-            self.keys.refresh()
+        self.keys.refresh()
         return self.keys.master
 
     async def reseal(self) -> None:
