@@ -63,34 +63,42 @@ Handler = Callable[[web.Request, Authenticator], Awaitable[web.StreamResponse]]
 # -- XML -----------------------------------------------------------------------------------
 
 
-def _xml(value: Any) -> str:
+# The query protocol's answers, IAM's, STS's and SNS's alike (gateway/notify/sns.py).
+
+
+def query_xml(value: Any) -> str:
     if isinstance(value, dict):
-        return "".join(f"<{k}>{_xml(v)}</{k}>" for k, v in value.items() if v is not None)
+        return "".join(f"<{k}>{query_xml(v)}</{k}>" for k, v in value.items() if v is not None)
     if isinstance(value, list):
         item = "entry" if isinstance(value, Entries) else "member"
-        return "".join(f"<{item}>{_xml(v)}</{item}>" for v in value)
+        return "".join(f"<{item}>{query_xml(v)}</{item}>" for v in value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return escape(str(value))
 
 
-def _answer(action: str, namespace: str, result: dict[str, Any] | None, request_id: str) -> str:
-    inner = "" if result is None else f"<{action}Result>{_xml(result)}</{action}Result>"
-    return (
+def query_answer(
+    action: str, namespace: str, result: dict[str, Any] | None, request_id: str
+) -> web.Response:
+    inner = "" if result is None else f"<{action}Result>{query_xml(result)}</{action}Result>"
+    body = (
         f'<{action}Response xmlns="{namespace}">{inner}'
         f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
         f"</{action}Response>"
     )
+    return web.Response(text=body, content_type="text/xml")
 
 
-def _error(exc: IamError, namespace: str, request_id: str) -> web.Response:
-    kind = "Receiver" if exc.status >= 500 else "Sender"
+def query_error(
+    code: str, message: str, status: int, namespace: str, request_id: str
+) -> web.Response:
+    kind = "Receiver" if status >= 500 else "Sender"
     body = (
         f'<ErrorResponse xmlns="{namespace}"><Error><Type>{kind}</Type>'
-        f"<Code>{escape(exc.code)}</Code><Message>{escape(exc.message)}</Message></Error>"
+        f"<Code>{escape(code)}</Code><Message>{escape(message)}</Message></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     )
-    return web.Response(status=exc.status, text=body, content_type="text/xml")
+    return web.Response(status=status, text=body, content_type="text/xml")
 
 
 # S3's authentication errors as IAM and STS name them.
@@ -225,7 +233,5 @@ class Services:
             request[REQUESTER] = user.requester
             result = await perform(self.store, self.principals, user, service, action_name, params)
         except IamError as exc:
-            return _error(exc, namespace, request_id)
-        return web.Response(
-            text=_answer(action_name, namespace, result, request_id), content_type="text/xml"
-        )
+            return query_error(exc.code, exc.message, exc.status, namespace, request_id)
+        return query_answer(action_name, namespace, result, request_id)

@@ -19,11 +19,12 @@ from urllib.parse import parse_qsl, urlsplit
 from aiohttp import web
 
 from ..config import Settings
+from ..iam.api import query_answer, query_error
+from ..iam.call import Entries
 from ..s3.auth import Authenticator, SignedRequest, claimed_key, is_nobody
 from ..s3.authorize import decide_account
 from ..s3.errors import S3Error
 from ..s3.middleware import OPERATION, REQUEST_ID, REQUESTER, USER
-from ..s3.xmltext import escape
 from ..store import Store
 from ..users import User
 from . import topics
@@ -144,7 +145,7 @@ async def get_topic_attributes(call: _Call) -> dict[str, Any]:
     if doc is None:
         raise TopicError("NotFound", "Topic does not exist", 404)
     shown = call.open(name, doc).shown()
-    return {"Attributes": _Entries({"key": k, "value": v} for k, v in shown.items())}
+    return {"Attributes": Entries({"key": k, "value": v} for k, v in shown.items())}
 
 
 async def set_topic_attributes(call: _Call) -> None:
@@ -190,42 +191,6 @@ ACTIONS: dict[str, Callable[[_Call], Awaitable[Any]]] = {
     "ListTopics": list_topics,
     "DeleteTopic": delete_topic,
 }
-
-
-class _Entries(list[dict[str, str]]):
-    """A map in the query protocol's XML: <entry><key/><value/></entry> items."""
-
-    def __init__(self, items: Any) -> None:
-        super().__init__(items)
-
-
-def _xml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "".join(f"<{k}>{_xml(v)}</{k}>" for k, v in value.items() if v is not None)
-    if isinstance(value, list):
-        item = "entry" if isinstance(value, _Entries) else "member"
-        return "".join(f"<{item}>{_xml(v)}</{item}>" for v in value)
-    return escape(str(value))
-
-
-def _answer(action: str, result: Any, request_id: str) -> web.Response:
-    inner = "" if result is None else f"<{action}Result>{_xml(result)}</{action}Result>"
-    body = (
-        f'<{action}Response xmlns="{NAMESPACE}">{inner}'
-        f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
-        f"</{action}Response>"
-    )
-    return web.Response(text=body, content_type="text/xml")
-
-
-def _error(exc: TopicError, request_id: str) -> web.Response:
-    kind = "Receiver" if exc.status >= 500 else "Sender"
-    body = (
-        f'<ErrorResponse xmlns="{NAMESPACE}"><Error><Type>{kind}</Type>'
-        f"<Code>{escape(exc.code)}</Code><Message>{escape(exc.message)}</Message></Error>"
-        f"<RequestId>{request_id}</RequestId></ErrorResponse>"
-    )
-    return web.Response(status=exc.status, text=body, content_type="text/xml")
 
 
 # S3's authentication errors as SNS names them.
@@ -287,8 +252,8 @@ class TopicsApi:
                 )
             result = await action(call)
         except TopicError as exc:
-            return _error(exc, request_id)
-        return _answer(name, result, request_id)
+            return query_error(exc.code, exc.message, exc.status, NAMESPACE, request_id)
+        return query_answer(name, NAMESPACE, result, request_id)
 
     async def _identify(
         self, request: web.Request, authenticator: Authenticator, body: bytes
