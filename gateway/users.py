@@ -3,6 +3,7 @@ start and kept in the data folder) and the users of a users file."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,6 +53,12 @@ class User:
     email: str = ""
 
     @property
+    def account(self) -> str:
+        """The account's 12-digit id (ARNs, GetCallerIdentity, policies' principals,
+        x-amz-expected-bucket-owner), beside its canonical id (ACLs, Owner)."""
+        return account_number(self.canonical_id)
+
+    @property
     def name(self) -> str:
         """Who made a request, for the access log: the IAM user or role session, or the
         account's display name."""
@@ -62,6 +69,44 @@ class User:
         """A server access log record's Requester: the IAM identity's ARN, or the root's
         canonical id (AWS's LogFormat.html)."""
         return self.identity.arn if self.identity is not None else self.canonical_id
+
+
+ACCOUNT_NUMBER = re.compile(r"[0-9]{12}")
+
+
+@functools.lru_cache(maxsize=1024)
+def account_number(canonical_id: str) -> str:
+    """An account's 12-digit id, as AWS's ARNs carry it, made from its canonical id (which
+    AWS keeps apart: 64 hex digits, in ACLs and Owner elements). Made, not kept: every node,
+    every catalog and every restart gives the same one, and so does any ARN written with the
+    canonical id before (see `numbered`). A canonical id that is already 12 digits is its own
+    number, so that a users file can choose an account's number."""
+    if ACCOUNT_NUMBER.fullmatch(canonical_id):
+        return canonical_id
+    digest = hashlib.sha256(b"s3gw-account:" + canonical_id.encode()).digest()
+    return f"{int.from_bytes(digest[:8], 'big') % 10**12:012d}"
+
+
+# The account field of an IAM, STS, SNS, SQS or Lambda ARN.
+_ARN_ACCOUNT = re.compile(r"(arn:aws[a-z-]*:(?:iam|sts|sns|sqs|lambda):[^:]*:)([^:]*)(?=:)")
+
+
+def numbered(text: str) -> str:
+    """`text` with an ARN's account named by its number: this gateway wrote its ARNs with
+    the canonical id before it had numbers, and a policy, trust policy or configuration kept
+    since still names accounts that way. AWS's own (`aws`), an empty one, a number already,
+    or one with a wildcard or a policy variable are kept as they are."""
+    m = _ARN_ACCOUNT.match(text)
+    if m is None:
+        return text
+    account = m.group(2)
+    if (
+        account in ("", "aws")
+        or ACCOUNT_NUMBER.fullmatch(account)
+        or any(c in account for c in "*?$")
+    ):
+        return text
+    return m.group(1) + account_number(account) + text[m.end() :]
 
 
 def _random(alphabet: str, n: int) -> str:
@@ -110,14 +155,23 @@ def _check_keys(where: str, access: str, secret: str, secret_where: str | None =
 
 def _one_account_each(where: str, users: Iterable[User]) -> None:
     """Two users with one canonical id would be one account (each other's buckets, objects
-    and grants), which nobody means: refused."""
+    and grants), which nobody means: refused; so are two with one account number (a canonical
+    id of 12 digits that is another's number, or, once in a million million, two made
+    alike)."""
     seen: dict[str, str] = {}
+    numbers: dict[str, str] = {}
     for user in users:
         other = seen.setdefault(user.canonical_id, user.access_key)
         if other != user.access_key:
             raise StartError(
                 f"{where}: users {other} and {user.access_key} have one canonical_id "
                 f"{user.canonical_id}; each user is an account of its own"
+            )
+        other = numbers.setdefault(user.account, user.access_key)
+        if other != user.access_key:
+            raise StartError(
+                f"{where}: users {other} and {user.access_key} have one account id "
+                f"{user.account}; give one of them another canonical_id"
             )
 
 

@@ -466,7 +466,7 @@ async def roles_page(request: web.Request) -> web.Response:
         headers = ("Name", "ARN", "Description", "Max session (s)", "Trust policy", "Actions")
         body += _table("Roles", headers, rows, "No roles yet.") + _more("/iam/roles", listed)
     # A trust policy to start from: the signed-in user's own account may assume the role.
-    account = request[SESSION].user.canonical_id
+    account = request[SESSION].user.account
     trust = json.dumps(
         {
             "Version": "2012-10-17",

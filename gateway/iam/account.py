@@ -26,6 +26,7 @@ from ..s3.errors import S3Error
 from ..store import Store
 from ..store.api import IdentityReader
 from ..store.identities import IdentityChange
+from ..users import account_number, numbered
 from . import view
 from .view import KINDS, NOTHING, Loaded, Need, Part, View
 
@@ -219,8 +220,13 @@ class Account:
     """An account's identities as a view of its rows (view.py), changed in place by the
     operations below."""
 
-    id: str  # the account's id: its canonical id here
+    id: str  # the account's canonical id, which its rows are kept under
     view: View
+
+    @property
+    def number(self) -> str:
+        """The account's 12-digit id, which its ARNs carry."""
+        return account_number(self.id)
 
     @property
     def doc(self) -> dict[str, Part]:
@@ -249,10 +255,18 @@ class Account:
     # -- ARNs --
 
     def arn(self, kind: str, path: str, name: str) -> str:
-        return f"arn:aws:iam::{self.id}:{kind}{path}{name}"
+        return f"arn:aws:iam::{self.number}:{kind}{path}{name}"
 
     def root_arn(self) -> str:
-        return f"arn:aws:iam::{self.id}:root"
+        return f"arn:aws:iam::{self.number}:root"
+
+    def kept(self, arn: str) -> str:
+        """A managed policy's ARN as attachments keep it: with the canonical id, as they were
+        written before accounts had numbers (the rows and the attachment index stay as they
+        are; what is shown is `numbered`)."""
+        number = f"arn:aws:iam::{self.number}:"
+        arn = numbered(arn)
+        return f"arn:aws:iam::{self.id}:" + arn[len(number) :] if arn.startswith(number) else arn
 
     # -- finding --
 
@@ -279,7 +293,8 @@ class Account:
             raise _validation("1 validation error detected: Value null at 'policyArn'")
         if arn in AWS_MANAGED:
             return AWS_MANAGED[arn], None
-        prefix = f"arn:aws:iam::{self.id}:policy"
+        given, arn = arn, numbered(arn)
+        prefix = f"arn:aws:iam::{self.number}:policy"
         if not arn.startswith(prefix + "/"):
             raise IamError(
                 "NoSuchEntity", f"Policy {arn} does not exist or is not attachable.", 404
@@ -288,13 +303,13 @@ class Account:
         entry = self.doc["policies"].get(arn.rpartition("/")[2].lower())
         if entry is not None and self.arn("policy", entry["path"], entry["name"]) == arn:
             return entry["versions"][entry["default"]], entry
-        raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
+        raise IamError("NoSuchEntity", f"Policy {given} was not found.", 404)
 
     def require_managed(self, arns: list[str]) -> None:
         """The rows of this account's managed policies among `arns` read, at once."""
-        prefix = f"arn:aws:iam::{self.id}:policy/"
+        prefix = f"arn:aws:iam::{self.number}:policy/"
         self.doc["policies"].require(
-            a.rpartition("/")[2].lower() for a in arns if a.startswith(prefix)
+            a.rpartition("/")[2].lower() for a in map(numbered, arns) if a.startswith(prefix)
         )
 
     def user_of_key(self, access_key: str) -> dict[str, Any] | None:
@@ -448,6 +463,8 @@ class Account:
 
     def attach(self, entry: dict[str, Any], arn: str | None) -> None:
         _, _managed = self.managed(arn)
+        assert arn is not None
+        arn = self.kept(arn)
         if arn in entry["attached"]:
             return
         if len(entry["attached"]) >= MAX_ATTACHED:
@@ -458,12 +475,14 @@ class Account:
 
     def detach(self, entry: dict[str, Any], arn: str | None) -> None:
         self.managed(arn)
-        if arn not in entry["attached"]:
+        assert arn is not None
+        if self.kept(arn) not in entry["attached"]:
             raise IamError("NoSuchEntity", f"Policy {arn} was not found.", 404)
-        entry["attached"].remove(arn)
+        entry["attached"].remove(self.kept(arn))
 
     def attachments(self, arn: str) -> int:
-        return self.view.attachments([arn])[arn]
+        kept = self.kept(arn)
+        return self.view.attachments([kept])[kept]
 
     # -- deleting --
 

@@ -104,8 +104,8 @@ async def get_user(call: Call) -> dict[str, Any]:
         root = call.user
         return {
             "User": {
-                "UserId": root.canonical_id,
-                "Arn": f"arn:aws:iam::{call.account}:root",
+                "UserId": root.account,
+                "Arn": f"arn:aws:iam::{root.account}:root",
                 "CreateDate": iso_time(0),
                 "Path": "/",
                 "UserName": root.display_name,

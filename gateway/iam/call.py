@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..store import Store
-from ..users import User
+from ..users import User, numbered
 from . import account as model
 from . import view
 from .account import Account, IamError
@@ -50,8 +50,8 @@ class Call:
                 for param, part in (("UserName", "users"), ("NewUserName", "users"),
                                     ("GroupName", "groups"), ("NewGroupName", "groups"),
                                     ("RoleName", "roles"))]  # fmt: skip
-        arn = self.get("PolicyArn") or ""
-        if arn.startswith(f"arn:aws:iam::{self.account}:policy/"):
+        arn = numbered(self.get("PolicyArn") or "")
+        if arn.startswith(f"arn:aws:iam::{self.user.account}:policy/"):
             rows.append(("policies", arn.rpartition("/")[2].lower()))
         if self.get("Action") in ("CreatePolicy",):
             rows.append(("policies", (self.get("PolicyName") or "").lower()))
@@ -107,7 +107,7 @@ def under(entries: view.Part, prefix: str | None) -> list[dict[str, Any]]:
 
 
 def arn_of(user: User) -> str:
-    return user.identity.arn if user.identity else f"arn:aws:iam::{user.canonical_id}:root"
+    return user.identity.arn if user.identity else f"arn:aws:iam::{user.account}:root"
 
 
 MAX_TAGS = 50  # tags per user, role or session (IAM's and STS's quota)

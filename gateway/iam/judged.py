@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..users import numbered
 from .account import PATH, Account
 from .call import Call, members
 
@@ -48,7 +49,7 @@ def _entity(
 ) -> tuple[str, dict[str, Any] | None] | None:
     """The ARN of the entity `action` names and its stored entry (None: not stored, as for
     the Create actions, whose ARN is the one the entity will have)."""
-    account = call.account
+    account = call.user.account
     entities = _ENTITIES[1:2] if action in _ON_GROUP else _ENTITIES
     for param, kind, part in entities:
         name = call.get(param)
@@ -63,9 +64,9 @@ def _entity(
         path = _path(call, "Path", "/")
         return f"arn:aws:iam::{account}:policy{path}{call.get('PolicyName')}", None
     if call.get("PolicyArn"):
-        return call.get("PolicyArn") or "*", None
+        return numbered(call.get("PolicyArn") or "*"), None
     if action == "AssumeRole":
-        return call.get("RoleArn") or "*", None
+        return numbered(call.get("RoleArn") or "*"), None
     identity = call.user.identity
     if identity is not None and action in _SELF:
         entry = None
@@ -129,5 +130,5 @@ def renamed(call: Call, action: str, acc: Account | None) -> str | None:
         entry = acc.doc[part].get((call.get(param) or "").lower()) if acc is not None else None
         path = _path(call, "NewPath", entry["path"] if entry else "/")
         stored = entry["name"] if entry else call.get(param)
-        return f"arn:aws:iam::{call.account}:{kind}{path}{new_name or stored}"
+        return f"arn:aws:iam::{call.user.account}:{kind}{path}{new_name or stored}"
     return None

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
+from ..users import numbered
 from . import account as model
 from .account import Account, IamError
 from .call import Call, iso_time, page, under
@@ -78,7 +79,7 @@ async def list_policies(call: Call) -> dict[str, Any]:
         entries = [] if scope == "AWS" else under(acc.doc["policies"], call.get("PathPrefix"))
         aws = list(model.AWS_MANAGED) if scope in ("All", "AWS") else []
         # Every count in one read of the attachments' index.
-        acc.view.attachments([*(_arn(acc, e) for e in entries), *aws])
+        acc.view.attachments([acc.kept(a) for a in (*(_arn(acc, e) for e in entries), *aws)])
         shapes = [_policy_shape(acc, e) for e in entries]
         for arn in aws:
             shapes.append({"PolicyName": arn.rpartition("/")[2], "Arn": arn, "Path": "/",
@@ -187,7 +188,7 @@ def _inline_actions() -> dict[str, Callable[[Call], Awaitable[Any]]]:
 
             async def attached(call: Call) -> dict[str, Any]:
                 entry = await call.read(lambda acc: _holder(acc, kind, call.get(name_param)))
-                shapes = [{"PolicyName": a.rpartition("/")[2], "PolicyArn": a}
+                shapes = [{"PolicyName": a.rpartition("/")[2], "PolicyArn": numbered(a)}
                           for a in entry["attached"]]  # fmt: skip
                 return page(call, shapes, "AttachedPolicies", lambda p: p["PolicyName"])
 

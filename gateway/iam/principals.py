@@ -24,7 +24,7 @@ from typing import Any
 from ..s3 import policy
 from ..s3.errors import S3Error
 from ..store import Store, crypto
-from ..users import Identity, User
+from ..users import Identity, User, account_number
 from . import view
 from .account import Account, change, read
 
@@ -73,8 +73,9 @@ def role_identity(
     session_tags: Mapping[str, str] | None = None,
 ) -> Identity:
     """A session of `role` (whose identity policies are `policies`)."""
-    role_arn = f"arn:aws:iam::{account}:role{role['path']}{role['name']}"
-    assumed = f"arn:aws:sts::{account}:assumed-role/{role['name']}/{session}"
+    number = account_number(account)
+    role_arn = f"arn:aws:iam::{number}:role{role['path']}{role['name']}"
+    assumed = f"arn:aws:sts::{number}:assumed-role/{role['name']}/{session}"
     return Identity(
         arn=assumed,
         user_id=f"{role['id']}:{session}",
@@ -106,6 +107,7 @@ class Principals(Mapping[str, User]):
     ) -> None:
         self.roots = roots
         self.by_account = {u.canonical_id: u for u in roots.values()}
+        self.by_number = {u.account: u for u in roots.values()}
         self._store = store
         self.keys = keys
         self._ttl = ttl

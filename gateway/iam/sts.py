@@ -11,7 +11,7 @@ from typing import Any
 
 from ..s3 import policy
 from ..s3.authorize import identity_verdict, principal_keys
-from ..users import User
+from ..users import User, numbered
 from . import account as model
 from .account import Account, IamError, read
 from .call import MAX_TAGS, Call, arn_of, iso_time, tags_of
@@ -67,12 +67,12 @@ def _credentials(call: Call, claims: dict[str, Any], seconds: int) -> dict[str, 
 
 async def get_caller_identity(call: Call) -> dict[str, Any]:
     identity = call.user.identity
+    number = call.user.account
     if identity is None:
-        arn = f"arn:aws:iam::{call.account}:root"
-        user_id = call.account
+        arn, user_id = f"arn:aws:iam::{number}:root", number
     else:
         arn, user_id = identity.arn, identity.user_id
-    return {"UserId": user_id, "Account": call.account, "Arn": arn}
+    return {"UserId": user_id, "Account": number, "Arn": arn}
 
 
 async def get_session_token(call: Call) -> dict[str, Any]:
@@ -97,9 +97,9 @@ async def assume_role(call: Call) -> dict[str, Any]:
             f"1 validation error detected: Value '{session}' at 'roleSessionName' failed to "
             r"satisfy constraint: Member must satisfy regular expression pattern: [\w+=,.@-]*",
         )
+    arn = numbered(arn)  # a role's ARN as written before accounts had numbers works too
     prefix, _, rest = arn.partition(":role")
-    owner = prefix.removeprefix("arn:aws:iam::")
-    root = call.principals.by_account.get(owner)
+    root = call.principals.by_number.get(prefix.removeprefix("arn:aws:iam::"))
     if not prefix.startswith("arn:aws:iam::") or root is None or not rest.startswith("/"):
         raise IamError("AccessDenied", f"Not authorized to perform sts:AssumeRole on {arn}", 403)
 
@@ -109,6 +109,7 @@ async def assume_role(call: Call) -> dict[str, Any]:
             return None
         return role, acc.role_policies(role)
 
+    owner = root.canonical_id
     found = await read(
         call.store, owner, find, Need(rows=(("roles", rest.rpartition("/")[2].lower()),))
     )
@@ -204,20 +205,20 @@ def _trusts(
     keys = principal_keys(user, trust_values(call, role))
 
     def verdict(delegated: bool) -> policy.Effect | None:
-        caller = policy.Caller(user.canonical_id, arns, root=root, delegated=delegated)
+        caller = policy.Caller(user.account, arns, root=root, delegated=delegated)
         return trust.evaluate(policy.PolicyRequest(caller, action, role_arn, keys))
 
     own = None
     if user.identity is not None:
         request = policy.PolicyRequest(
-            policy.Caller(user.canonical_id, arns, root=False), action, role_arn, keys
+            policy.Caller(user.account, arns, root=False), action, role_arn, keys
         )
         own = identity_verdict(user.identity, request)
         if own is policy.Effect.DENY:
             return False
     if verdict(True) is not policy.Effect.ALLOW:
         return False
-    if role_arn.split(":")[4] != user.canonical_id:
+    if role_arn.split(":")[4] != user.account:
         # Across accounts both sides must allow: the role's trust, and the caller's own
         # identity policies in its account, even when the trust names the caller itself
         # (id_roles_common-scenarios_aws-accounts.html).

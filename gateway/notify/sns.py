@@ -20,7 +20,7 @@ from aiohttp import web
 
 from ..config import Settings
 from ..iam.api import query_answer, query_error
-from ..iam.call import Entries
+from ..iam.call import Entries, arn_of
 from ..s3.auth import Authenticator, SignedRequest, claimed_key, is_nobody
 from ..s3.authorize import decide_account
 from ..s3.errors import S3Error
@@ -59,16 +59,16 @@ class _Call:
         named = topics.parse_arn(arn)
         if named is None or named.service != "sns" or named.region != self.api.settings.region:
             raise TopicError("InvalidParameter", "Invalid parameter: TopicArn")
-        if named.account != self.account:
+        if named.account != self.user.account:
             raise TopicError(
                 "AuthorizationError",
-                f"User: {_arn_of(self.user)} is not authorized to access {arn}",
+                f"User: {arn_of(self.user)} is not authorized to access {arn}",
                 403,
             )
         return named.name
 
     def arn(self, name: str) -> str:
-        return topics.arn(self.api.settings.region, self.account, name)
+        return topics.arn(self.api.settings.region, self.user.account, name)
 
     def open(self, name: str, doc: str) -> Topic:
         return Topic.from_doc(
@@ -97,10 +97,6 @@ class _Call:
                     "outside the networks this gateway may notify (--notify-networks)",
                 ) from None
         return topic
-
-
-def _arn_of(user: User) -> str:
-    return user.identity.arn if user.identity else f"arn:aws:iam::{user.canonical_id}:root"
 
 
 def _attributes(params: dict[str, str]) -> dict[str, str]:
@@ -246,7 +242,7 @@ class TopicsApi:
             if not decide_account(user, f"sns:{name}", resource):
                 raise TopicError(
                     "AuthorizationError",
-                    f"User: {_arn_of(user)} is not authorized to perform: sns:{name} on "
+                    f"User: {arn_of(user)} is not authorized to perform: sns:{name} on "
                     f"resource: {resource}",
                     403,
                 )

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from ..users import account_number
+
 SCHEMES = ("http", "https")  # this slice's senders (webhook.py); brokers come next
 # Attributes a topic keeps and shows as they were given (Ceph's; meaningful to its senders).
 KEPT = frozenset(
@@ -76,7 +78,8 @@ def parse_arn(text: str) -> Named | None:
     parts = text.split(":")
     if len(parts) < 6 or parts[0] != "arn" or not parts[1].startswith("aws"):
         return None
-    service, region, account = parts[2], parts[3], parts[4]
+    # The account by its number (one written with the canonical id, as before numbers, too).
+    service, region, account = parts[2], parts[3], account_number(parts[4])
     rest = parts[5:]
     if service == "lambda" and len(rest) >= 2 and rest[0] == "function":
         rest = [rest[1]]  # a qualifier (:alias or :version) is not part of the name
@@ -134,7 +137,7 @@ class Topic:
 
     @property
     def arn(self) -> str:
-        return arn(self.region, self.account, self.name)
+        return arn(self.region, account_number(self.account), self.name)
 
     def __repr__(self) -> str:  # never the endpoint, in a log or a traceback
         return f"Topic({self.arn})"
@@ -153,7 +156,7 @@ class Topic:
         return {
             "TopicArn": self.arn,
             "Name": self.name,
-            "Owner": self.account,
+            "Owner": account_number(self.account),
             "push-endpoint": shown_endpoint(self.endpoint),
             "verify-ssl": "true" if self.verify_ssl else "false",
             **self.attributes,

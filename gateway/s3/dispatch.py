@@ -229,7 +229,11 @@ class Dispatcher:
             return _Decided()
         bucket, latest = await self._bucket(target)
         request[BUCKET] = bucket  # its CORS rules shape the answer, errors included
-        expect_owner(request.headers.get("x-amz-expected-bucket-owner"), bucket)
+        expect_owner(
+            request.headers.get("x-amz-expected-bucket-owner"),
+            bucket,
+            self.settings.bucket_defaults == "legacy",
+        )
         if target.operation == Op.PostObject:
             return _Decided(bucket, latest)
         obj = None

@@ -67,6 +67,10 @@ CODES: dict[str, tuple[int, str]] = {
         "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting",
     ),
     "InvalidBucketName": (400, "The specified bucket is not valid."),
+    "InvalidBucketOwnerAWSAccountID": (
+        400,
+        "The value of the expected bucket owner parameter must be an AWS Account ID...",
+    ),
     "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),
     "InvalidDigest": (400, "The Content-MD5 you specified was invalid."),
     "InvalidEncryptionAlgorithmError": (

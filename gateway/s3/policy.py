@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..users import account_number, numbered
 from .errors import S3Error
 from .variables import LITERAL, substitute
 from .wildcard import Wildcard, wildcard
@@ -154,13 +155,13 @@ def malformed(message: str) -> S3Error:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who asks, as a policy sees them: its account's canonical id, which is also its account
-    id here (None: anonymous); for an IAM identity (not an account's root), the ARNs a
-    Principal may name it by. `delegated`: a Principal naming the account matches an IAM
-    identity of it too (the account passes its permission on; the identity's own policies
-    must then allow as well, "Policy evaluation logic" in IAM's guide)."""
+    """Who asks, as a policy sees them: its account's 12-digit id (None: anonymous); for an
+    IAM identity (not an account's root), the ARNs a Principal may name it by. `delegated`:
+    a Principal naming the account matches an IAM identity of it too (the account passes its
+    permission on; the identity's own policies must then allow as well, "Policy evaluation
+    logic" in IAM's guide)."""
 
-    canonical_id: str | None
+    account: str | None
     arns: frozenset[str] = frozenset()
     root: bool = True
     delegated: bool = True
@@ -184,7 +185,8 @@ _ARN_PRINCIPAL = re.compile(r"arn:aws:(?:iam|sts)::([^:]+):(root|user/.+|role/.+
 class Principals:
     """A Principal element: everyone (`*`), accounts by id (an account's root ARN, its id or
     canonical id), IAM users and roles by ARN, or only services (which no request here comes
-    from)."""
+    from). Accounts are kept by number, and ARNs with their account's number, however the
+    policy named them (users.numbered)."""
 
     everyone: bool
     accounts: frozenset[str]
@@ -196,15 +198,15 @@ class Principals:
     def match(self, caller: Caller) -> bool:
         if self.everyone:
             return True
-        if caller.canonical_id is None:
+        if caller.account is None:
             return False
         if caller.root:
             # An account's root answers to its account, by id or by any of its ARNs (every
             # user of the users file is an account of its own).
-            return caller.canonical_id in self.accounts or caller.canonical_id in self.arn_accounts
+            return caller.account in self.accounts or caller.account in self.arn_accounts
         if caller.arns & self.arns:
             return True
-        return caller.delegated and caller.canonical_id in self.accounts
+        return caller.delegated and caller.account in self.accounts
 
     def fixed(self) -> bool:
         return not self.everyone
@@ -238,18 +240,18 @@ def _principals(value: object) -> Principals:
                 if m is not None:
                     # An account's root by its ARN; an IAM user or role by its ARN.
                     if m.group(2) == "root":
-                        accounts.add(m.group(1))
+                        accounts.add(account_number(m.group(1)))
                     else:
-                        arns.add(name)
-                        arn_accounts.add(m.group(1))
+                        arns.add(numbered(name))
+                        arn_accounts.add(account_number(m.group(1)))
                 elif re.fullmatch(r"[A-Za-z0-9$._-]+", name):
-                    accounts.add(name)  # an account (here: a canonical) id
+                    accounts.add(account_number(name))  # an account's id, or canonical id
                 else:
                     raise malformed("Invalid principal in policy")
             elif kind == "CanonicalUser":
                 if not re.fullmatch(r"[A-Za-z0-9$._-]+", name):
                     raise malformed("Invalid principal in policy")
-                accounts.add(name)
+                accounts.add(account_number(name))
             # Service and Federated principals are valid but no request here is theirs.
     return Principals(everyone, frozenset(accounts), frozenset(arns), frozenset(arn_accounts))
 
@@ -434,6 +436,21 @@ def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
     return low
 
 
+_ACCOUNT_KEYS = frozenset(("aws:principalaccount", "aws:sourceaccount", "aws:resourceaccount"))
+_ARN_KEYS = frozenset(("aws:principalarn", "aws:sourcearn"))
+
+
+def _account_value(key: str, value: str) -> str:
+    """A condition's value on an account or an ARN, as the request's values carry it: by the
+    account's number (a policy written when this gateway's ARNs had the canonical id still
+    holds)."""
+    if key in _ARN_KEYS:
+        return numbered(value)
+    if key in _ACCOUNT_KEYS and value and not any(c in value for c in "*?$"):
+        return account_number(value)
+    return value
+
+
 def _conditions(
     value: object, kind: Kind = Kind.BUCKET, variables: bool = False
 ) -> tuple[Condition, ...]:
@@ -462,10 +479,13 @@ def _conditions(
             if check is not None and any(check(v) is None for v in values):
                 raise malformed(f"Invalid Condition value for {op_name}: {values[0]}")
             match, negated = _OPERATORS.get(base, (None, False))
+            ckey = _condition_key(key, kind)
+            if base != "Null":
+                values = [_account_value(ckey, v) for v in values]
             out.append(
                 Condition(
                     op_name,
-                    _condition_key(key, kind),
+                    ckey,
                     tuple(values),
                     match if base != "Null" else None,
                     negated,
@@ -569,7 +589,7 @@ def _resources(value: object, kind: Kind, bucket: str) -> tuple[Wildcard, ...]:
         if kind is not Kind.BUCKET:
             if resource != "*" and not resource.startswith("arn:"):
                 raise malformed(f'Resource {resource} must be in ARN format or "*".')
-            out.append(wildcard(resource))
+            out.append(wildcard(numbered(resource)))
             continue
         if not resource.startswith("arn:aws:s3:::"):
             raise malformed("Policy has invalid resource")

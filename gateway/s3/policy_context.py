@@ -124,9 +124,9 @@ def principal_value(user: User, key: str) -> list[str] | None:
     identity = user.identity
     if identity is None:
         found = {
-            "aws:principalarn": f"arn:aws:iam::{user.canonical_id}:root",
-            "aws:principalaccount": user.canonical_id,
-            "aws:userid": user.canonical_id,
+            "aws:principalarn": f"arn:aws:iam::{user.account}:root",
+            "aws:principalaccount": user.account,
+            "aws:userid": user.account,
             "aws:username": user.display_name,
             "aws:principaltype": "Account",
         }[key]
@@ -135,7 +135,7 @@ def principal_value(user: User, key: str) -> list[str] | None:
     role = next((a for a in identity.arns if ":role/" in a), identity.arn)
     found = {
         "aws:principalarn": role if session else identity.arn,
-        "aws:principalaccount": user.canonical_id,
+        "aws:principalaccount": user.account,
         "aws:userid": identity.user_id,
         "aws:username": None if session else identity.arn.rpartition("/")[2],
         "aws:principaltype": "AssumedRole" if session else "User",

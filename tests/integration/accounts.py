@@ -12,10 +12,14 @@ import pytest
 from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 
+from gateway.users import account_number
 from tests.server import GatewayProcess
 
 OWNER_ID = "0wner0000000000000000000000000000000000000000000000000000000000a"
 ALT_ID = "a1t0000000000000000000000000000000000000000000000000000000000000b"
+# Their 12-digit account ids, which ARNs carry (a canonical id in an ARN names them too).
+OWNER_NUMBER = account_number(OWNER_ID)
+ALT_NUMBER = account_number(ALT_ID)
 ALT_EMAIL = "alt@example.com"  # what a grant by e-mail address names it by (--email-grants)
 USERS = f"""
 [[user]]

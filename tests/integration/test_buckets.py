@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -221,29 +224,47 @@ def test_method_not_allowed_on_service(gateway):
 
 
 def test_expected_bucket_owner(s3, bucket):
-    """x-amz-expected-bucket-owner names the owner the client expects: any other value is
-    403 and changes nothing; the right one (or none) goes through. Copies check their
-    source's owner by x-amz-source-expected-bucket-owner the same way."""
-    owner = s3.list_buckets()["Owner"]["ID"]
+    """x-amz-expected-bucket-owner names the account the client expects, by its 12-digit id
+    (GetCallerIdentity's Account): another account's is 403, a value that is no account id
+    (the canonical id, say) 400 InvalidBucketOwnerAWSAccountID, as AWS answers, and neither
+    changes anything; the right one (or none) goes through. Copies check their source's
+    owner by x-amz-source-expected-bucket-owner the same way."""
+    sts = boto3.client(
+        "sts",
+        endpoint_url=s3.meta.endpoint_url,
+        region_name=s3.meta.region_name,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
+    owner = sts.get_caller_identity()["Account"]
+    assert re.fullmatch(r"[0-9]{12}", owner)
+    canonical = s3.list_buckets()["Owner"]["ID"]
     s3.put_object(Bucket=bucket, Key="kept", Body=b"v1", ExpectedBucketOwner=owner)
+    other = "1" * 12 if owner != "1" * 12 else "2" * 12
     for call, kw in [
         (s3.list_objects_v2, {}),
         (s3.put_object, {"Key": "kept", "Body": b"v2"}),
         (s3.get_object, {"Key": "kept"}),
         (s3.delete_object, {"Key": "kept"}),
     ]:
-        with pytest.raises(ClientError) as exc:
-            call(Bucket=bucket, ExpectedBucketOwner=owner + "x", **kw)
-        assert error_code(exc) == "AccessDenied"
-        assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        for given, status, code in [
+            (other, 403, "AccessDenied"),
+            (canonical, 400, "InvalidBucketOwnerAWSAccountID"),
+            (owner + "0", 400, "InvalidBucketOwnerAWSAccountID"),
+        ]:
+            with pytest.raises(ClientError) as exc:
+                call(Bucket=bucket, ExpectedBucketOwner=given, **kw)
+            assert error_code(exc) == code
+            assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
     assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"v1"
 
     source = {"Bucket": bucket, "Key": "kept"}
-    with pytest.raises(ClientError) as exc:
-        s3.copy_object(
-            Bucket=bucket, Key="copy", CopySource=source, ExpectedSourceBucketOwner="1" * 12
-        )
-    assert error_code(exc) == "AccessDenied"
+    for given, code in [(other, "AccessDenied"), (canonical, "InvalidBucketOwnerAWSAccountID")]:
+        with pytest.raises(ClientError) as exc:
+            s3.copy_object(
+                Bucket=bucket, Key="copy", CopySource=source, ExpectedSourceBucketOwner=given
+            )
+        assert error_code(exc) == code
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="copy")
     s3.copy_object(Bucket=bucket, Key="copy", CopySource=source, ExpectedSourceBucketOwner=owner)
     assert s3.get_object(Bucket=bucket, Key="copy")["Body"].read() == b"v1"

@@ -22,6 +22,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from gateway.users import account_number
 from tests.integration.accounts import fails
 from tests.integration.test_console import (
     ALICE,
@@ -37,6 +38,7 @@ from tests.server import GatewayProcess
 from tests.webdriver import Browser, browser_for_test
 
 ALICE_ID = "a11ce00000000000000000000000000000000000000000000000000000000001"
+ALICE_NUMBER = account_number(ALICE_ID)  # the 12-digit id its ARNs carry
 _counter = iter(range(1_000_000))
 
 
@@ -102,7 +104,7 @@ def test_a_key_made_in_the_console_works_as_its_inline_policy_says(console):
 
     status, page = alice.act("/iam/users", user=user)
     assert status == 200 and f"IAM user {user}" in page, page
-    assert f"arn:aws:iam::{ALICE_ID}:user/{user}" in page
+    assert f"arn:aws:iam::{ALICE_NUMBER}:user/{user}" in page
     assert user in alice.get("/iam/users")[1]
     status, page = alice.get("/iam/user", name=f"{user}-not")
     assert status == 404 and "NoSuchEntity" in page
@@ -188,7 +190,7 @@ def test_groups_roles_and_managed_policies(console):
     )
     status, page = alice.act("/iam/policies", policy=managed, document=document)
     assert status == 200 and managed in page, page
-    arn = f"arn:aws:iam::{ALICE_ID}:policy/{managed}"
+    arn = f"arn:aws:iam::{ALICE_NUMBER}:policy/{managed}"
     assert arn in alice.get("/iam/user", name=user)[1]  # offered to attach
     status, page = alice.act("/iam/user/attach", user=user, arn=arn)
     assert status == 200 and "Attached managed policies" in page
@@ -204,7 +206,7 @@ def test_groups_roles_and_managed_policies(console):
     status, page = alice.act("/iam/groups", group=group)
     assert status == 200 and f"IAM group {group}" in page, page
     status, page = alice.act("/iam/group/members", group=group, user=user)
-    assert status == 200 and f"arn:aws:iam::{ALICE_ID}:user/{user}" in page
+    assert status == 200 and f"arn:aws:iam::{ALICE_NUMBER}:user/{user}" in page
     groups = owner_iam.list_groups_for_user(UserName=user)["Groups"]
     assert [g["GroupName"] for g in groups] == [group]
     assert group in alice.get("/iam/user", name=user)[1]
@@ -246,11 +248,11 @@ def test_an_iam_user_signs_in_with_its_key_and_is_held_to_its_policies(console):
     # Its own key signs it in; no IAM permission: refused creating users, as IAM refuses it.
     operator = Session(console, keys)
     page = operator.get("/buckets")[1]
-    assert f"arn:aws:iam::{ALICE_ID}:user/{user}" in page  # who is signed in
+    assert f"arn:aws:iam::{ALICE_NUMBER}:user/{user}" in page  # who is signed in
     assert bucket not in page and "s3:ListAllMyBuckets" in page  # not even the bucket list
     status, page = operator.act("/iam/users", user=wanted)
     assert status == 403 and "AccessDenied" in page, page
-    assert f"iam:CreateUser on resource: arn:aws:iam::{ALICE_ID}:user/{wanted}" in page
+    assert f"iam:CreateUser on resource: arn:aws:iam::{ALICE_NUMBER}:user/{wanted}" in page
     assert wanted not in [u["UserName"] for u in owner_iam.list_users()["Users"]]
     status, page = operator.get("/iam/users")
     assert status == 200 and "not authorized to perform: iam:ListUsers" in page
@@ -269,7 +271,7 @@ def test_an_iam_user_signs_in_with_its_key_and_is_held_to_its_policies(console):
     # never past an explicit Deny of it (the same judgement as ListObjectsV2).
     owner_s3.put_object(Bucket=bucket, Key="counted", Body=b"12345")
     owner_s3.put_bucket_policy(Bucket=bucket, Policy=policy(
-        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ALICE_ID}:user/{user}"},
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ALICE_NUMBER}:user/{user}"},
          "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"}))  # fmt: skip
     assert "1 object · 5 B" in operator.get("/buckets")[1]
     owner_iam.put_user_policy(UserName=user, PolicyName="nolist", PolicyDocument=policy(

@@ -20,7 +20,14 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.awscli import BIN
-from tests.integration.accounts import ALT_ID, OWNER_ID, USERS, fails
+from tests.integration.accounts import (
+    ALT_ID,
+    ALT_NUMBER,
+    OWNER_ID,
+    OWNER_NUMBER,
+    USERS,
+    fails,
+)
 from tests.process import GatewayProcess
 
 OWNER = ("OWNERACCESSKEY000001", "owner-secret")
@@ -108,7 +115,7 @@ def test_a_user_made_with_aws_cli_does_what_its_policy_allows_and_nothing_else(
     user = _name("app")
 
     made = _aws(server, OWNER, "iam", "create-user", "--user-name", user, "--path", "/apps/")
-    assert made["User"]["Arn"] == f"arn:aws:iam::{OWNER_ID}:user/apps/{user}"
+    assert made["User"]["Arn"] == f"arn:aws:iam::{OWNER_NUMBER}:user/apps/{user}"
     key = _aws(server, OWNER, "iam", "create-access-key", "--user-name", user)["AccessKey"]
     creds = (key["AccessKeyId"], key["SecretAccessKey"])
     assert creds[0].startswith("AKIA") and len(creds[1]) == 40
@@ -272,7 +279,7 @@ def test_a_key_deactivated_or_deleted_is_refused(server: GatewayProcess) -> None
 
 def test_iam_answers_as_aws_does(server: GatewayProcess) -> None:
     iam, user = _client(server, "iam", OWNER), _name("Mixed")
-    assert iam.get_user()["User"]["Arn"] == f"arn:aws:iam::{OWNER_ID}:root"
+    assert iam.get_user()["User"]["Arn"] == f"arn:aws:iam::{OWNER_NUMBER}:root"
     iam.create_user(UserName=user, Path="/team/")
     # Names are unique without regard to case, and found so.
     assert fails(iam.create_user, UserName=user.lower()) == ("EntityAlreadyExists", 409)
@@ -321,7 +328,10 @@ def test_a_root_has_keys_of_its_own(server: GatewayProcess) -> None:
     bucket = _name("root-key")
     _client(server, "s3", key).create_bucket(Bucket=bucket)
     assert _client(server, "s3", ALT).get_bucket_acl(Bucket=bucket)["Owner"]["ID"] == ALT_ID
-    assert _client(server, "sts", key).get_caller_identity()["Arn"] == f"arn:aws:iam::{ALT_ID}:root"
+    assert (
+        _client(server, "sts", key).get_caller_identity()["Arn"]
+        == f"arn:aws:iam::{ALT_NUMBER}:root"
+    )
     summary = iam.get_account_summary()["SummaryMap"]
     assert summary["AccountAccessKeysPresent"] == 1 and summary["AccessKeysPerUserQuota"] == 2
     assert iam.list_open_id_connect_providers()["OpenIDConnectProviderList"] == []
@@ -479,7 +489,7 @@ def test_temporary_credentials(server: GatewayProcess) -> None:
     got = _aws(server, token, "s3api", "list-objects-v2", "--bucket", bucket)
     assert [o["Key"] for o in got["Contents"]] == ["k"]
     who = _client(server, "sts", token).get_caller_identity()
-    assert who["Arn"].endswith(f":user/{user}") and who["Account"] == OWNER_ID
+    assert who["Arn"].endswith(f":user/{user}") and who["Account"] == OWNER_NUMBER
     temp_s3 = _client(server, "s3", token)
     assert fails(temp_s3.put_object, Bucket=bucket, Key="w", Body=b"x") == ("AccessDenied", 403)
     # Without its token, or with an altered one, the key is nobody's.
@@ -521,7 +531,7 @@ def test_temporary_credentials(server: GatewayProcess) -> None:
     assumed = _aws(server, creds, "sts", "assume-role", "--role-arn", role_arn,
                    "--role-session-name", "job-1")  # fmt: skip
     assert assumed["AssumedRoleUser"]["Arn"] == (
-        f"arn:aws:sts::{OWNER_ID}:assumed-role/{role}/job-1"
+        f"arn:aws:sts::{OWNER_NUMBER}:assumed-role/{role}/job-1"
     )
     c = assumed["Credentials"]
     as_role = _client(server, "s3", (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]))

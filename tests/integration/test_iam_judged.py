@@ -17,7 +17,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from gateway.iam.actions import IAM_ACTIONS
-from tests.integration.accounts import ALT_ID, OWNER_ID
+from tests.integration.accounts import ALT_NUMBER, OWNER_ID, OWNER_NUMBER
 from tests.integration.test_iam import ALT, OWNER, _client, _raw, _start
 from tests.process import GatewayProcess
 
@@ -279,7 +279,7 @@ def test_cross_account_assume_role_needs_both_sides(server: GatewayProcess) -> N
     owner, alt = _client(server, "iam", OWNER), _client(server, "iam", ALT)
     name = f"visitor{next(_names)}"
     visitor_arn = alt.create_user(UserName=name)["User"]["Arn"]
-    assert f":{ALT_ID}:" in visitor_arn
+    assert f":{ALT_NUMBER}:" in visitor_arn
     key = alt.create_access_key(UserName=name)["AccessKey"]
     role = f"shared{next(_names)}"
     trust = _policy({"Effect": "Allow", "Principal": {"AWS": visitor_arn},
@@ -292,7 +292,12 @@ def test_cross_account_assume_role_needs_both_sides(server: GatewayProcess) -> N
     alt.put_user_policy(UserName=name, PolicyName="go", PolicyDocument=_policy(
         {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": role_arn}))  # fmt: skip
     assumed = sts.assume_role(RoleArn=role_arn, RoleSessionName="xx")["AssumedRoleUser"]
-    assert f":{OWNER_ID}:assumed-role/{role}/xx" in assumed["Arn"]
+    assert f":{OWNER_NUMBER}:assumed-role/{role}/xx" in assumed["Arn"]
+    # The role's ARN as this gateway wrote it before accounts had numbers names it too.
+    assert role_arn.startswith(f"arn:aws:iam::{OWNER_NUMBER}:role/")
+    old_arn = role_arn.replace(OWNER_NUMBER, OWNER_ID)
+    again = sts.assume_role(RoleArn=old_arn, RoleSessionName="xx")["AssumedRoleUser"]
+    assert again["Arn"] == assumed["Arn"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 from gateway.notify import configuration, events, records, topics
 from gateway.notify.networks import Networks, OutsideNetworks, networks, parse_cidrs
 from gateway.s3.errors import S3Error
+from gateway.users import account_number
 
 TOPIC = "arn:aws:sns:us-east-1:acct:t1"
 HOST_ID = "FMyUVURIY8/IgAtTv8xRjskZQpcIZ9KG4V5Wp6S7S/JRWeUWerMUE5JgHvANOjpD"  # AWS's example
@@ -319,14 +320,19 @@ def test_the_test_event_is_flat() -> None:
 
 
 def test_destination_arns_name_a_topic() -> None:
+    assert topics.parse_arn("arn:aws:sns:us-east-1:123456789012:t1") == topics.Named(
+        "sns", "us-east-1", "123456789012", "t1"
+    )
+    assert topics.parse_arn("arn:aws:sqs:eu-west-1:123456789012:q") == topics.Named(
+        "sqs", "eu-west-1", "123456789012", "q"
+    )
+    assert topics.parse_arn(
+        "arn:aws:lambda:us-east-1:123456789012:function:f:prod"
+    ) == topics.Named("lambda", "us-east-1", "123456789012", "f")
+    # An ARN written with the account's canonical id (before accounts had numbers) names the
+    # same account, by its number.
     assert topics.parse_arn("arn:aws:sns:us-east-1:acct:t1") == topics.Named(
-        "sns", "us-east-1", "acct", "t1"
-    )
-    assert topics.parse_arn("arn:aws:sqs:eu-west-1:acct:q") == topics.Named(
-        "sqs", "eu-west-1", "acct", "q"
-    )
-    assert topics.parse_arn("arn:aws:lambda:us-east-1:acct:function:f:prod") == topics.Named(
-        "lambda", "us-east-1", "acct", "f"
+        "sns", "us-east-1", account_number("acct"), "t1"
     )
     assert topics.parse_arn("arn:aws:s3:::bucket") is None
     assert topics.parse_arn("arn:aws:sns:us-east-1:acct:bad/name") is None

@@ -10,10 +10,11 @@ import pytest
 from gateway.s3 import policy
 from gateway.s3.errors import S3Error
 from gateway.s3.policy import Caller, Effect, PolicyRequest
+from gateway.users import account_number
 
 BUCKET = "bkt"
-ALICE = Caller("alice-id")
-BOB = Caller("bob-id")
+ALICE = Caller(account_number("alice-id"))
+BOB = Caller(account_number("bob-id"))
 ANON = Caller(None)
 
 

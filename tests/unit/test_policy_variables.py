@@ -8,6 +8,7 @@ import json
 
 from gateway.s3 import policy
 from gateway.s3.policy import Caller, Effect, Kind, PolicyRequest
+from gateway.users import account_number
 
 
 def _identity(version: str, statement: dict[str, object]) -> policy.Policy:
@@ -20,7 +21,9 @@ def _ask(doc: policy.Policy, resource: str, values: dict[str, str]) -> Effect | 
     def lookup(key: str) -> list[str] | None:
         return [values[key]] if key in values else None
 
-    return doc.evaluate(PolicyRequest(Caller("acct"), "s3:PutObject", resource, lookup))
+    return doc.evaluate(
+        PolicyRequest(Caller(account_number("acct")), "s3:PutObject", resource, lookup)
+    )
 
 
 HOME = {"Effect": "Allow", "Action": "s3:PutObject",

@@ -23,6 +23,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from gateway.users import ACCOUNT_NUMBER, account_number, numbered
+
 PLAIN = "upgrade-plain"
 VERSIONED = "upgrade-versioned"
 LOCKED = "upgrade-locked"
@@ -121,8 +123,9 @@ def call(clients: dict[str, Any], check: Check) -> tuple[dict[str, Any] | None, 
 
 
 # What a newer gateway answers differently on purpose, following AWS, with no data changed:
-# owners and grantees without DisplayName (AWS since November 2025), and times in listings at
-# whole seconds (AWS's form). Each is compared as the newer form would have said the old value.
+# owners and grantees without DisplayName (AWS since November 2025), times in listings at
+# whole seconds (AWS's form), and accounts by their 12-digit id in ARNs and GetCallerIdentity
+# where the canonical id was. Each is compared as the newer form would have said the old value.
 PRESENTATION_ONLY = frozenset({"DisplayName"})
 _ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00")
 
@@ -160,7 +163,17 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             for i, (a, b) in enumerate(zip(old, new, strict=True))
             for d in differences(a, b, f"{where}[{i}]")
         ]
-    return [] if old == new or _same_time(old, new) else [f"{where}: {old!r} became {new!r}"]
+    same = old == new or _same_time(old, new) or _same_account(old, new)
+    return [] if same else [f"{where}: {old!r} became {new!r}"]
+
+
+def _same_account(old: Any, new: Any) -> bool:
+    """An account (or an ARN's account) named by its number where the canonical id was."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return False
+    return numbered(old) == new or (
+        bool(ACCOUNT_NUMBER.fullmatch(new)) and account_number(old) == new
+    )
 
 
 def verify(clients: dict[str, Any], checks: list[Check]) -> list[str]:

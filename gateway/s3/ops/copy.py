@@ -80,7 +80,11 @@ async def _source(ctx: Context, ref: CopySource) -> tuple[ObjectInfo, dict[str, 
     it with the x-amz-copy-source-version-id header the answer carries."""
     # The source is read with the caller's rights, as a GetObject of it would be.
     bucket = await resolve_bucket(ctx.store, ref.bucket)
-    expect_owner(ctx.headers.get("x-amz-source-expected-bucket-owner"), bucket)
+    expect_owner(
+        ctx.headers.get("x-amz-source-expected-bucket-owner"),
+        bucket,
+        ctx.settings.bucket_defaults == "legacy",
+    )
     await authorize_read(ctx.store, ctx.user, bucket, ref.key, ref.version_id)
     version_id = check_version_id(ref.version_id, bucket)  # as GetObject judges ?versionId
     try:

@@ -21,6 +21,7 @@ from ...notify.networks import networks
 from ...notify.records import s3_test_event
 from ...notify.webhook import WebhookSender
 from ...store.crypto import WrongKey
+from ...users import account_number
 from ..context import Context
 from ..errors import S3Error
 from ..middleware import HOST_ID, REQUEST_ID
@@ -67,7 +68,7 @@ async def _validate(
             failures.append((arn, "The destination topic does not exist"))
         elif named.region != region:
             failures.append((arn, "The destination is not in this bucket's region"))
-        elif named.account != owner:
+        elif named.account != account_number(owner):
             failures.append((arn, "The destination belongs to another account"))
         else:
             if any(t.name == named.name for t in usable.values()):
