@@ -129,13 +129,20 @@ class Mosquitto(Broker):
 
 
 class Redis(Broker):
+    """`password`: the default user's (requirepass)."""
+
     program, package, scheme = "redis-server", "redis-server", "redis"
+
+    def __init__(self, folder: Path, port: int = 0, password: str = "") -> None:
+        super().__init__(folder, port)
+        self.password = password
 
     def command(self, program: str) -> list[str]:
         return [
             program,
             *("--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder)),
             *("--save", "", "--appendonly", "no", "--protected-mode", "no"),
+            *(("--requirepass", self.password) if self.password else ()),
         ]
 
 

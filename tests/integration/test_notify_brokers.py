@@ -15,13 +15,15 @@ from typing import Any
 
 import aio_pika
 import aiomqtt
+import boto3
 import nats
 import pytest
 import redis
+from botocore.config import Config
 
 from tests.brokers import Broker, Mosquitto, Nats, RabbitMQ, Redis
 from tests.integration.test_notifications import _client
-from tests.server import GatewayProcess
+from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
 
 WAIT = 60.0  # seconds a test waits for records (a retry's backoff is 10 s at most)
 
@@ -322,3 +324,66 @@ def test_amqp_down_then_up(server: GatewayProcess, rabbitmq: Broker) -> None:
     rabbitmq.start()
     found = asyncio.run(_amqp_read(rabbitmq.url, "amqp-kept", len(keys)))
     _check(found, "amqp-kept", "amqp-kept", etags)
+
+
+# Secrets
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_a_password_in_the_endpoint_is_never_shown_nor_logged(tmp_path: Path) -> None:
+    """Over HTTPS (a password is accepted only there): a Redis that requires one receives the
+    records; GetTopicAttributes shows scheme, host and port; and neither the deliveries nor the
+    failures while the server is down write the password to the gateway's log."""
+    secret = "sekrit-4b1d"
+    broker = Redis(tmp_path / "redis", password=secret).start()
+    gateway = GatewayProcess(tmp_path / "data", {}, "--tls-self-signed").start()
+    try:
+        assert gateway.url.startswith("https://")
+        sns = boto3.client(
+            "sns",
+            endpoint_url=gateway.url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+            verify=False,
+            config=Config(retries={"max_attempts": 1}),
+        )
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=gateway.url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+            verify=False,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+        endpoint = f"redis://:{secret}@127.0.0.1:{broker.port}/0"
+        arn = sns.create_topic(Name="secret", Attributes={"push-endpoint": endpoint})["TopicArn"]
+        shown = sns.get_topic_attributes(TopicArn=arn)["Attributes"]["push-endpoint"]
+        assert shown == f"redis://127.0.0.1:{broker.port}"
+        s3.create_bucket(Bucket="secret")
+        s3.put_bucket_notification_configuration(
+            Bucket="secret",
+            NotificationConfiguration={
+                "TopicConfigurations": [
+                    {"Id": "secret-c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
+                ]
+            },
+            SkipDestinationValidation=True,
+        )
+        etags = {"a.txt": s3.put_object(Bucket="secret", Key="a.txt", Body=b"a.txt")["ETag"]}
+        url = f"redis://:{secret}@127.0.0.1:{broker.port}/0"
+        _check(_redis_read(url, "secret", 1), "secret", "secret", etags)
+        broker.stop()
+        s3.put_object(Bucket="secret", Key="b.txt", Body=b"b.txt")
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and not any(arn in line for line in gateway.log):
+            time.sleep(0.1)
+        failure = [line for line in gateway.log if arn in line]
+        assert failure and "tried again" in failure[0]
+        broker.start()
+        assert len(_redis_read(url, "secret", 1)) == 1  # b.txt's (the list began anew)
+    finally:
+        gateway.stop()
+        broker.stop()
+    assert not [line for line in gateway.log if secret in line]
