@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.tls import self_signed
+
 START = 60.0  # seconds a broker may take to listen (RabbitMQ takes a few)
 
 
@@ -114,17 +116,26 @@ class Mosquitto(Broker):
 
     program, package, scheme = "mosquitto", "mosquitto", "mqtt"
 
-    def __init__(self, folder: Path, port: int = 0, persistence: bool = False) -> None:
+    def __init__(
+        self, folder: Path, port: int = 0, persistence: bool = False, tls: bool = False
+    ) -> None:
         super().__init__(folder, port)
         self.persistence = persistence
+        self.tls = tls
+        if tls:
+            self.scheme = "mqtts"
 
     def command(self, program: str) -> list[str]:
         config = self.folder / "mosquitto.conf"
         kept = f"persistence true\npersistence_location {self.folder}/\n"
-        config.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-            + (kept if self.persistence else "persistence false\n")
-        )
+        text = f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+        text += kept if self.persistence else "persistence false\n"
+        if self.tls:
+            # The gateway's own self-signed certificate for 127.0.0.1 (trusted by nobody); root
+            # stays root, so that the broker reads it from this test's private folder.
+            cert, key = self_signed(self.folder)
+            text += f"certfile {cert}\nkeyfile {key}\nuser root\n"
+        config.write_text(text)
         return [program, "-c", str(config)]
 
 

@@ -80,10 +80,20 @@ class BrokerSender(Generic[Connection]):
             return Delivery(False, f"{self.broker} did not acknowledge in time")
         except Refused as exc:
             return Delivery(False, f"{self.broker} refused the message: {exc}")
-        except OSError as exc:
-            return Delivery(False, f"cannot connect: {exc.strerror or type(exc).__name__}")
         except Exception as exc:  # the client's own errors; their text may name the endpoint
-            return Delivery(False, f"{self.broker} failed: {type(exc).__name__}")
+            return Delivery(False, self.failure(exc))
+
+    def failure(self, exc: BaseException) -> str:
+        """The reason for a client's error, from the errors it wraps (a client raises its own
+        class over the socket's or TLS's error) without their text."""
+        found: BaseException | None = exc
+        while found is not None:
+            if isinstance(found, ssl.SSLCertVerificationError):
+                return f"{self.broker}'s TLS certificate was not trusted"
+            if isinstance(found, OSError) and found.strerror:
+                return f"cannot connect: {found.strerror}"
+            found = found.__cause__ or found.__context__
+        return f"{self.broker} failed: {type(exc).__name__}"
 
     async def _drop(self, key: tuple[str, ...]) -> None:
         connection = self._connections.pop(key, None)

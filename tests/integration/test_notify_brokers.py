@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,9 @@ import pytest
 import redis
 from botocore.config import Config
 
+from gateway.notify.networks import Networks
+from gateway.notify.to_mqtt import MqttSender
+from gateway.notify.topics import Topic
 from tests.brokers import Broker, Mosquitto, Nats, RabbitMQ, Redis
 from tests.integration.test_notifications import _client
 from tests.server import ACCESS_KEY, SECRET_KEY, GatewayProcess
@@ -230,6 +235,29 @@ def test_mqtt_down_then_up(server: GatewayProcess, tmp_path: Path) -> None:
     _check(found, "mqtt-kept", "mqtt-kept", etags)
 
 
+async def test_mqtts_verifies_the_broker_unless_told(tmp_path: Path) -> None:
+    """mqtts:// to a broker whose certificate nobody trusts: refused while verify-ssl holds,
+    delivered (and read back over TLS) with verify-ssl=false."""
+    broker = Mosquitto(tmp_path / "mqtts", tls=True).start()
+    sender = MqttSender(Networks(), timeout=10.0)
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    try:
+        topic = Topic("acct", "tls-events", "us-east-1", endpoint=broker.url)
+        refused = await sender.send(topic, b'{"Records": []}')
+        assert not refused.acknowledged
+        assert refused.reason == "the MQTT broker's TLS certificate was not trusted"
+        async with aiomqtt.Client("127.0.0.1", broker.port, tls_context=insecure) as client:
+            await client.subscribe("tls-events", qos=1)
+            told = replace(topic, verify_ssl=False)
+            assert (await sender.send(told, b'{"Records": []}')).acknowledged
+            message = await asyncio.wait_for(anext(aiter(client.messages)), WAIT)
+            assert message.payload == b'{"Records": []}'
+    finally:
+        await sender.close()
+        broker.stop()
+
+
 # Redis
 
 
@@ -383,6 +411,13 @@ def test_a_password_in_the_endpoint_is_never_shown_nor_logged(tmp_path: Path) ->
         assert failure and "tried again" in failure[0]
         broker.start()
         assert len(_redis_read(url, "secret", 1)) == 1  # b.txt's (the list began anew)
+        # The worker's connection, kept across deliveries, is closed when the gateway stops:
+        # only this test's own client is left.
+        probe = redis.Redis.from_url(url)
+        assert len(probe.client_list()) == 2
+        gateway.stop()
+        assert len(probe.client_list()) == 1
+        probe.close()
     finally:
         gateway.stop()
         broker.stop()
