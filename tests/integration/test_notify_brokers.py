@@ -24,7 +24,9 @@ import redis
 from botocore.config import Config
 
 from gateway.notify.networks import Networks
+from gateway.notify.to_amqp import AmqpSender
 from gateway.notify.to_mqtt import MqttSender
+from gateway.notify.to_nats import NatsSender
 from gateway.notify.topics import Topic
 from tests.brokers import Broker, Mosquitto, Nats, RabbitMQ, Redis
 from tests.integration.test_notifications import _client
@@ -179,6 +181,21 @@ def test_nats_down_then_up_persistent(server: GatewayProcess, nats_server: Broke
     nats_server.start()
     found = asyncio.run(_jetstream_read(nats_server.url, "nats-kept", len(keys)))
     _check(found, "nats-kept", "nats-kept", etags)
+
+
+async def test_nats_persistent_without_a_stream_is_not_acknowledged(nats_server: Broker) -> None:
+    sender = NatsSender(Networks(), timeout=5.0)
+    try:
+        topic = Topic(
+            "acct", "no-stream", "us-east-1", nats_server.url, True, {"persistent": "true"}
+        )
+        refused = await sender.send(topic, b"{}")
+        assert not refused.acknowledged
+        assert refused.reason.startswith("the NATS server failed: ")
+        # The same server, a core publish: acknowledged by its flush.
+        assert (await sender.send(replace(topic, attributes={}), b"{}")).acknowledged
+    finally:
+        await sender.close()
 
 
 # MQTT
@@ -422,3 +439,30 @@ def test_a_password_in_the_endpoint_is_never_shown_nor_logged(tmp_path: Path) ->
         gateway.stop()
         broker.stop()
     assert not [line for line in gateway.log if secret in line]
+
+
+async def test_amqp_ack_levels(rabbitmq: Broker) -> None:
+    """`routable`: a message no queue takes is returned, not acknowledged; an exchange that does
+    not exist is not either (the broker closes the channel; the next delivery opens another);
+    `none` and `broker` acknowledge what the broker was given."""
+    await _amqp_queue(rabbitmq.url, "amqp-levels", exchange="levels")
+    sender = AmqpSender(Networks(), timeout=10.0)
+
+    def topic(name: str, **attributes: str) -> Topic:
+        return Topic("acct", name, "us-east-1", rabbitmq.url, True, attributes)
+
+    try:
+        unroutable = await sender.send(
+            topic("nobody", **{"amqp-exchange": "levels", "amqp-ack-level": "routable"}), b"{}"
+        )
+        assert not unroutable.acknowledged
+        assert unroutable.reason.startswith("the AMQP broker refused the message")
+        missing = await sender.send(topic("amqp-levels", **{"amqp-exchange": "none-such"}), b"{}")
+        assert not missing.acknowledged
+        for level in ("none", "broker", "routable"):
+            chosen = topic("amqp-levels", **{"amqp-exchange": "levels", "amqp-ack-level": level})
+            assert (await sender.send(chosen, level.encode())).acknowledged, level
+    finally:
+        await sender.close()
+    found = await _amqp_read(rabbitmq.url, "amqp-levels", 3)
+    assert found == [b"none", b"broker", b"routable"]
