@@ -92,3 +92,10 @@ async def resolve(host: str, port: int) -> list[str]:
         host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
     )
     return [str(info[4][0]) for info in infos]
+
+
+async def check_host(bound: Networks, host: str, port: int) -> None:
+    """Before a broker connection: every address `host` resolves to inside the bound
+    (OutsideNetworks if one is not, OSError if it does not resolve). The broker senders check
+    each connection they open with it, as the webhook's resolver does for each of its own."""
+    bound.check(host, await resolve(host, port))

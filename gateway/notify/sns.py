@@ -27,7 +27,7 @@ from ..s3.errors import S3Error
 from ..s3.middleware import OPERATION, REQUEST_ID, REQUESTER, USER
 from ..store import Store
 from ..users import User
-from . import topics
+from . import targets, topics
 from .networks import OutsideNetworks, networks, resolve
 from .topics import Topic, TopicError
 
@@ -83,7 +83,7 @@ class _Call:
         if topic.endpoint:
             parts = urlsplit(topic.endpoint)
             host = parts.hostname or ""
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            port = parts.port or targets.default_port(parts.scheme)
             try:
                 addresses = await resolve(host, port)
             except OSError:

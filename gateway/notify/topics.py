@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from ..users import account_number
+from . import targets
 
-SCHEMES = ("http", "https")  # this slice's senders (webhook.py); brokers come next
 # Attributes a topic keeps and shows as they were given (Ceph's; meaningful to its senders).
 KEPT = frozenset(
     {
@@ -28,6 +28,7 @@ KEPT = frozenset(
         "cloudevents",
         "amqp-exchange",
         "amqp-ack-level",
+        "redis-type",
         "kafka-ack-level",
         "use-ssl",
         "ca-location",
@@ -39,6 +40,11 @@ KEPT = frozenset(
     }
 )
 ATTRIBUTES = KEPT | {"push-endpoint", "verify-ssl"}
+# Attributes whose values a sender reads: anything else is refused at CreateTopic.
+CHOICES = {
+    "amqp-ack-level": ("none", "broker", "routable"),  # Ceph's (to_amqp.py)
+    "redis-type": ("list", "stream"),  # to_redis.py
+}
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _TRUE = ("true", "1", "yes")
 
@@ -98,12 +104,14 @@ def check_endpoint(endpoint: str, secure: bool) -> None:
         port = parts.port
     except ValueError:
         raise TopicError("InvalidParameter", "Invalid parameter: push-endpoint") from None
-    if parts.scheme not in SCHEMES:
+    if parts.scheme not in targets.TARGETS:
         raise TopicError(
             "InvalidParameter",
             f"Invalid parameter: push-endpoint: the scheme {parts.scheme or '(none)'!r} is not "
-            f"served yet (only {', '.join(SCHEMES)})",
+            f"served (only {', '.join(targets.TARGETS)})",
         )
+    if (missing := targets.missing_extra(parts.scheme)) is not None:
+        raise TopicError("InvalidParameter", f"Invalid parameter: push-endpoint: {missing}")
     if not parts.hostname:
         raise TopicError("InvalidParameter", "Invalid parameter: push-endpoint has no host")
     del port
@@ -149,6 +157,11 @@ class Topic:
             return replace(self, verify_ssl=value.strip().lower() in _TRUE)
         if name not in KEPT:
             raise TopicError("InvalidParameter", f"Invalid parameter: AttributeName: {name}")
+        if name in CHOICES and value not in CHOICES[name]:
+            raise TopicError(
+                "InvalidParameter",
+                f"Invalid parameter: {name}: one of {', '.join(CHOICES[name])}",
+            )
         return replace(self, attributes={**self.attributes, name: value})
 
     def shown(self) -> dict[str, str]:

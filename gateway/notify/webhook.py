@@ -10,7 +10,6 @@ The endpoint is never logged: a failure names the topic's ARN and the reason onl
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,8 +17,11 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from .delivery import Delivery
 from .networks import Networks, OutsideNetworks, literal
 from .topics import Topic
+
+__all__ = ["Delivery", "WebhookSender"]
 
 TIMEOUT = 10.0  # seconds for one delivery, connection included
 
@@ -41,14 +43,6 @@ class _BoundResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self.inner.close()
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """How one POST ended: acknowledged (a 2xx), else why not (a status or an error)."""
-
-    acknowledged: bool
-    reason: str = ""
 
 
 class WebhookSender:

@@ -6,8 +6,9 @@ catalog: the one holding the catalog's lease "notifications" (Store.hold_lease),
 it works and given back on a clean stop; a holder that dies leaves it to lapse (LEASE_SECONDS).
 
 A pass reads the outbox's first rows in order. For each row, each configuration it fired gets
-AWS's record (notify/records.py) at its topic's endpoint (notify/webhook.py); the row is
-removed once every one of them acknowledged (a 2xx). A destination that fails (a 5xx, a
+AWS's record (notify/records.py) at its topic's endpoint, through the sender of the endpoint's
+scheme (notify/targets.py: the webhook, NATS, MQTT, Redis, AMQP); the row is removed once every
+one of them acknowledged (a 2xx, the broker's ack). A destination that fails (a 5xx, a
 refused connection, no answer in time) is not tried again in that pass, and a row that could
 not be delivered holds back the later rows of its key (the order for a key is the order of its
 changes); other keys go on. Failed rows are tried again after a pause that doubles up to
@@ -32,8 +33,8 @@ from collections.abc import Callable
 from .. import metrics
 from ..notify import records, topics
 from ..notify.networks import Networks
+from ..notify.targets import Senders
 from ..notify.topics import Topic
-from ..notify.webhook import WebhookSender
 from ..store import Store, StoreError
 from ..store.model import OutboxRecord
 from ..store.outbox import Facts
@@ -74,7 +75,7 @@ class NotificationWorker:
         # Destinations failing now: a warning when one starts failing, a line when it is back
         # (not one per retry of a destination down for days).
         self.failing: set[str] = set()
-        self.sender = WebhookSender(networks)
+        self.sender = Senders(networks)  # the sender of each endpoint's scheme
 
     async def run_forever(self) -> None:
         unavailable = False
