@@ -22,6 +22,7 @@ import nats
 import pytest
 import redis
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from gateway.notify.networks import Networks
 from gateway.notify.to_amqp import AmqpSender
@@ -85,7 +86,8 @@ def _configure(
                 {"Id": f"{topic}-c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
             ]
         },
-        # The test event goes through the webhook sender (gateway/s3/ops/notification.py).
+        # No test event: each test reads only the records of its PUTs (the test event to a
+        # broker is test_the_test_event_goes_to_the_broker's).
         SkipDestinationValidation=True,
     )
     return arn
@@ -302,6 +304,37 @@ def test_redis_list_and_stream(server: GatewayProcess, redis_server: Broker) -> 
     _check(_redis_read(redis_server.url, "redis-list", 2), "redis-list", "redis-list", listed)
     found = _redis_read(redis_server.url, "redis-stream", 1, stream=True)
     _check(found, "redis-stream", "redis-stream", streamed)
+
+
+def test_the_test_event_goes_to_the_broker(server: GatewayProcess, redis_server: Broker) -> None:
+    """PutBucketNotificationConfiguration sends AWS's s3:TestEvent to a broker topic as to a
+    webhook, and refuses the configuration while the broker cannot take it."""
+    s3, sns = _client(server, "s3"), _client(server, "sns")
+    s3.create_bucket(Bucket="redis-tested")
+    arn = sns.create_topic(Name="redis-tested", Attributes={"push-endpoint": redis_server.url})[
+        "TopicArn"
+    ]
+    config = {
+        "TopicConfigurations": [{"Id": "tested", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}]
+    }
+    s3.put_bucket_notification_configuration(
+        Bucket="redis-tested", NotificationConfiguration=config
+    )
+    [message] = _redis_read(redis_server.url, "redis-tested", 1)
+    event = json.loads(message)
+    assert event["Event"] == "s3:TestEvent" and event["Bucket"] == "redis-tested"
+    redis_server.stop()
+    try:
+        config["TopicConfigurations"][0]["Id"] = "again"
+        with pytest.raises(ClientError) as refused:
+            s3.put_bucket_notification_configuration(
+                Bucket="redis-tested", NotificationConfiguration=config
+            )
+        assert refused.value.response["Error"]["Code"] == "InvalidArgument"
+        kept = s3.get_bucket_notification_configuration(Bucket="redis-tested")
+        assert [c["Id"] for c in kept["TopicConfigurations"]] == ["tested"]
+    finally:
+        redis_server.start()
 
 
 def test_redis_down_then_up(server: GatewayProcess, redis_server: Broker) -> None:

@@ -19,7 +19,7 @@ from aiohttp import web
 from ...notify import configuration, topics
 from ...notify.networks import networks
 from ...notify.records import s3_test_event
-from ...notify.webhook import WebhookSender
+from ...notify.targets import Senders
 from ...store.crypto import WrongKey
 from ...users import account_number
 from ..context import Context
@@ -84,7 +84,7 @@ async def _validate(
     message = s3_test_event(
         ctx.bucket, time.time_ns(), ctx.request[REQUEST_ID], ctx.request[HOST_ID]
     )
-    async with WebhookSender(networks(ctx.settings.notify_networks)) as sender:
+    async with Senders(networks(ctx.settings.notify_networks)) as sender:
         for arn, topic in usable.items():
             if not topic.endpoint:
                 continue
