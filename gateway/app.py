@@ -17,6 +17,9 @@ from .keyring import load_keyring
 from .notify import configuration
 from .notify.networks import networks
 from .notify.sns import TopicsApi
+from .replication import matching
+from .replication.copier import Replicator
+from .replication.remotes import read_remotes
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
 from .s3.protocol import S3_HANDLER
@@ -104,12 +107,16 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     # Every write into a bucket with a notification configuration records the events it
     # fires in the outbox (store/outbox.py); the worker below delivers them.
     store.destinations = configuration.destinations
+    # Likewise every write into a bucket with a replication configuration: the same worker
+    # makes the copies (replication/copier.py), at remotes the operator named or here.
+    store.replicas = matching.replicas
     notifier = NotificationWorker(
         store,
         settings.region,
         networks(settings.notify_networks),
         keys.open_topic_secret,
         settings.notify_retention,
+        Replicator(store, read_remotes(settings.replication_remotes)),
     )
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)

@@ -139,6 +139,7 @@ _directory: Path | None = None
 def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
     global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED, NOTIFY_DROPPED
+    global REPLICATED, REPLICATION_FAILURES, REPLICATION_FAILED
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -194,6 +195,21 @@ def _define(registry: CollectorRegistry | None) -> None:
     NOTIFY_DROPPED = Counter(
         "s3gw_notifications_dropped",
         "Events dropped undelivered: older than --notify-retention, or their topic is gone",
+        registry=registry,
+    )
+    REPLICATED = Counter(
+        "s3gw_replicated",
+        "Versions, delete markers and tag changes a replication rule copied to its destination",
+        registry=registry,
+    )
+    REPLICATION_FAILURES = Counter(
+        "s3gw_replication_failures",
+        "Copies the destination could not take now (each is tried again, with backoff)",
+        registry=registry,
+    )
+    REPLICATION_FAILED = Counter(
+        "s3gw_replication_failed",
+        "Copies that will never be made (a permission or configuration error): FAILED",
         registry=registry,
     )
 

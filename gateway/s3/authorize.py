@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..store import Bucket, ObjectAttrs, Store, StoreError
-from ..users import ACCOUNT_NUMBER, Identity, User, account_number
+from ..users import ACCOUNT_NUMBER, Identity, User, account_number, numbered
 from . import grants, policy
 from .auth import ANONYMOUS
 from .errors import S3Error
@@ -188,6 +188,25 @@ def bucket_acl(bucket: Bucket) -> grants.Acl:
 def bucket_policy(bucket: Bucket) -> policy.Policy | None:
     text = bucket.settings.get(POLICY)
     return None if text is None else policy.cached(text, bucket.name)
+
+
+def replication_allowed(
+    destination: Bucket, source_owner: str, role: str, action: str, key: str
+) -> bool:
+    """May a replication rule of `source_owner`'s bucket (acting as `role`, its
+    configuration's Role ARN) do `action` (s3:ReplicateObject, s3:ReplicateDelete,
+    s3:ReplicateTags) on `key` of `destination`? As AWS allows it: the same account, or the
+    destination's bucket policy allows it to the source's account or to the role."""
+    if destination.owner == source_owner:
+        return True
+    doc = bucket_policy(destination)
+    if doc is None:
+        return False
+    arns = frozenset({numbered(role)}) if role else frozenset()
+    caller = policy.Caller(account_number(source_owner), arns, root=not arns)
+    resource = f"arn:aws:s3:::{destination.name}/{key}"
+    request = policy.PolicyRequest(caller, action, resource, _no_conditions)
+    return doc.evaluate(request) is policy.Effect.ALLOW
 
 
 def object_owner(bucket: Bucket, attrs: ObjectAttrs | None) -> str:

@@ -127,7 +127,7 @@ class Buckets(StoreCore):
                 record = await require_bucket(tx, bucket)
                 await outbox.record(
                     tx,
-                    self.destinations,
+                    self.fired(record, event, key, version.attrs.tags, origin.replica),
                     record,
                     key,
                     event,

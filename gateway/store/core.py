@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -74,6 +75,21 @@ class StoreCore:
         # Which notification configurations an event fires (outbox.py): the application's
         # to give; None records no event.
         self.destinations: outbox.Destinations | None = None
+        # Which replication rules copy a change elsewhere (outbox.py): likewise.
+        self.replicas: outbox.Replicas | None = None
+
+    def fired(
+        self,
+        bucket: Bucket,
+        event: str,
+        key: str,
+        tags: Sequence[tuple[str, str]] = (),
+        replica: bool = False,
+    ) -> tuple[tuple[str, str], ...]:
+        """What a change must reach: notification destinations and replication rules."""
+        return outbox.fired(
+            bucket, self.destinations, self.replicas, event, key, dict(tags), replica
+        )
 
     def close(self) -> None:
         self.files.close()
@@ -159,10 +175,14 @@ class StoreCore:
         for it, in this transaction too."""
         await tx.retain(obj.extents, new_blobs)
         bucket = await require_bucket(tx, obj.bucket)
-        final = await versions.put(tx, bucket, obj)
+        fired = self.fired(bucket, event, obj.key, obj.attrs.tags, origin.replica)
+        if obj.attrs.sse_key is not None:  # SSE-C objects are not replicated (no key to read)
+            fired = tuple(t for t in fired if not outbox.is_replication(t))
+        obj = replace(obj, attrs=replace(obj.attrs, replication=_status(fired, origin)))
+        final = await (versions.put_replica if origin.replica else versions.put)(tx, bucket, obj)
         await outbox.record(
             tx,
-            self.destinations,
+            fired,
             bucket,
             obj.key,
             event,
@@ -173,6 +193,14 @@ class StoreCore:
             final.etag,
         )
         return final
+
+
+def _status(fired: Sequence[tuple[str, str]], origin: Origin) -> str | None:
+    """A new version's x-amz-replication-status: REPLICA for the replication worker's copy,
+    PENDING when a rule copies it elsewhere, else none (whatever a copied source said)."""
+    if origin.replica:
+        return "REPLICA"
+    return "PENDING" if any(map(outbox.is_replication, fired)) else None
 
 
 async def lookup(

@@ -90,6 +90,9 @@ class ObjectAttrs:
     sse: dict[str, str] = field(default_factory=dict)
     # SSE-C: a salted HMAC that recognises the customer's key (the key is never stored).
     sse_key: str | None = None
+    # Replication (x-amz-replication-status): PENDING, COMPLETED or FAILED on a version a
+    # rule copies elsewhere, REPLICA on such a copy; None for every other version.
+    replication: str | None = None
 
     @property
     def etag_is_md5(self) -> bool:
@@ -303,6 +306,8 @@ class Origin:
     host_id: str = ""
     # A body sent by a browser's POST form: its object's event is ObjectCreated:Post.
     form: bool = False
+    # The replication worker's copy of a version from another bucket (its status REPLICA).
+    replica: bool = False
 
 
 NO_ORIGIN = Origin()

@@ -200,9 +200,8 @@ class Objects(StoreCore):
             version_id = deleted.marker_version_id
         else:
             event = outbox.EXPIRED if lifecycle else outbox.DELETE
-        await outbox.record(
-            tx, self.destinations, bucket, deleted.key, event, origin, now_ns, version_id
-        )
+        fired = self.fired(bucket, event, deleted.key, replica=origin.replica)
+        await outbox.record(tx, fired, bucket, deleted.key, event, origin, now_ns, version_id)
 
     async def read_outbox(self, limit: int) -> list[OutboxRecord]:
         """The outbox's first `limit` rows, in order (outbox.py)."""
@@ -310,6 +309,33 @@ class Objects(StoreCore):
             return version
 
         return await self._write(commit)
+
+    async def put_replica(self, bucket: str, version: ObjectInfo, origin: Origin) -> ObjectInfo:
+        """The replication worker's copy of `version` (of another bucket here) into `bucket`:
+        the same bytes (its extents shared: no byte is copied), id, time, metadata, tags and
+        Object Lock, with status REPLICA (versions.put_replica); an object or a delete marker.
+        `origin` is the worker's (Origin.replica)."""
+        event = outbox.MARKER if version.delete_marker else outbox.PUT
+        obj = replace(version, bucket=bucket)
+
+        async def commit(tx: CatalogTx) -> ObjectInfo:
+            return await self._put(tx, obj, [], event, origin)
+
+        return await self._write(commit)
+
+    async def set_replication(
+        self, bucket: str, key: str, version_id: str, status: str
+    ) -> ObjectInfo | None:
+        """A version's x-amz-replication-status, once the worker has copied it (COMPLETED) or
+        cannot (FAILED); None if the version is gone meanwhile."""
+        try:
+            return await self.update_attrs(
+                bucket, key, version_id, lambda v: replace(v.attrs, replication=status)
+            )
+        except (errors.NoSuchKey, errors.NoSuchBucket, versions.NoSuchVersion):
+            return None
+        except versions.DeleteMarker:
+            return None  # a delete marker shows no status (a HEAD of one is 405)
 
     async def copy_object(
         self,

@@ -21,7 +21,7 @@ AWS's XML, gateway/notify/configuration.py); the application gives the Store tha
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,9 +44,44 @@ TAGGED = "s3:ObjectTagging:Put"
 UNTAGGED = "s3:ObjectTagging:Delete"
 ACL = "s3:ObjectAcl:Put"
 
+# The bucket setting that holds its replication configuration (gateway/replication/).
+REPLICATION = "replication"
+
 # (a bucket's notification document, an event, a key) -> the (configuration id, destination
 # ARN) pairs it fires, in the document's order (empty: none).
 Destinations = Callable[[str, str, str], Sequence[tuple[str, str]]]
+# (a bucket's replication document, an event, a key, the version's tags, whether the change
+# is itself a replica) -> the (rule id, destination bucket ARN `arn:aws:s3:::NAME`) pairs it
+# is copied to (empty: none).
+Replicas = Callable[[str, str, str, Mapping[str, str], bool], Sequence[tuple[str, str]]]
+
+# A target's destination ARN names a bucket (replication), else a topic (notifications).
+BUCKET_ARN = "arn:aws:s3:::"
+
+
+def is_replication(target: tuple[str, str]) -> bool:
+    return target[1].startswith(BUCKET_ARN)
+
+
+def fired(
+    bucket: Bucket,
+    destinations: Destinations | None,
+    replicas: Replicas | None,
+    event: str,
+    key: str,
+    tags: Mapping[str, str] | None = None,
+    replica: bool = False,
+) -> tuple[tuple[str, str], ...]:
+    """What `event` on `key` must reach: the notification configurations it fires and the
+    replication rules that copy it (each consumer's targets in one row)."""
+    found: list[tuple[str, str]] = []
+    document = bucket.settings.get(SETTING)
+    if document is not None and destinations is not None:
+        found += destinations(document, event, key)
+    document = bucket.settings.get(REPLICATION)
+    if document is not None and replicas is not None:
+        found += replicas(document, event, key, tags or {}, replica)
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -95,7 +130,7 @@ class Facts:
 
 async def record(
     tx: CatalogTx,
-    destinations: Destinations | None,
+    fired: Sequence[tuple[str, str]],
     bucket: Bucket,
     key: str,
     event: str,
@@ -105,11 +140,7 @@ async def record(
     size: int | None = None,
     etag: str | None = None,
 ) -> None:
-    """Record `event` on `key` in `tx`, if the bucket's configuration fires for it."""
-    document = bucket.settings.get(SETTING)
-    if document is None or destinations is None:
-        return
-    fired = tuple(destinations(document, event, key))
+    """Record `event` on `key` in `tx` for the targets it `fired` (none: nothing is written)."""
     if not fired:
         return
     facts = Facts(
@@ -120,7 +151,7 @@ async def record(
         origin.host_id,
         size,
         etag,
-        fired,
+        tuple(fired),
     )
     # A version id on a bucket whose versioning was ever set ("null" included), as AWS's
     # records carry it; none on an unversioned bucket.

@@ -62,6 +62,8 @@ def encode_attrs(attrs: ObjectAttrs) -> str:
         fields["sse"] = attrs.sse
     if attrs.sse_key is not None:
         fields["sse_key"] = attrs.sse_key
+    if attrs.replication is not None:
+        fields["replication"] = attrs.replication
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -78,6 +80,7 @@ def decode_attrs(text: str) -> ObjectAttrs:
         tuple(a.get("part_checksums", ())),
         a.get("sse", {}),
         a.get("sse_key"),
+        a.get("replication"),
     )
 
 

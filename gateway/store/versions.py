@@ -157,6 +157,32 @@ async def put(tx: CatalogTx, bucket: Bucket, obj: ObjectInfo) -> ObjectInfo:
     return final
 
 
+async def put_replica(tx: CatalogTx, bucket: Bucket, obj: ObjectInfo) -> ObjectInfo:
+    """Write a version copied from another bucket (replication) with its own id and time, an
+    object or a delete marker: the key's latest if it is newer than the key's newest version,
+    else one of its older versions (copies of one key arrive in order, but the destination may
+    have versions of its own). A version of that id there already (a copy made again, at
+    least once) stays as it is."""
+    assert obj.version_id is not None
+    found = await find(tx, bucket.name, obj.key, obj.version_id)
+    if found is not None:
+        await tx.release(obj.extents)  # the caller's references for a copy not made
+        return found
+    current = await tx.get_object(bucket.name, obj.key)
+    newest = current if current is not None else await tx.newest_version(bucket.name, obj.key)
+    if newest is not None and seq_of(newest) < seq_of(obj):
+        await tx.insert_version(obj, seq_of(obj))  # newer versions are there: an older one
+        return obj
+    if current is not None:
+        await tx.delete_object(bucket.name, obj.key)
+        await tx.insert_version(current, seq_of(current))
+    if obj.delete_marker:
+        await tx.insert_version(obj, seq_of(obj))
+    elif not await tx.insert_object(obj):
+        raise StoreError("the bucket went away mid-write")
+    return obj
+
+
 async def delete(
     tx: CatalogTx,
     bucket: Bucket,

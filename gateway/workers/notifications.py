@@ -35,8 +35,10 @@ from ..notify import records, topics
 from ..notify.networks import Networks
 from ..notify.targets import Senders
 from ..notify.topics import Topic
-from ..store import Store, StoreError
 from ..store.model import OutboxRecord
+from ..replication.copier import Replicator
+from ..replication.matching import CREATED
+from ..store import Store, StoreError, outbox
 from ..store.outbox import Facts
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class NotificationWorker:
         networks: Networks,
         open_secret: Callable[[str], bytes] | None,
         retention: float = 604_800.0,
+        replicator: Replicator | None = None,
     ) -> None:
         self.store = store
         self.retention_ns = int(retention * 1e9)
@@ -76,6 +79,8 @@ class NotificationWorker:
         # (not one per retry of a destination down for days).
         self.failing: set[str] = set()
         self.sender = Senders(networks)  # the sender of each endpoint's scheme
+        self.replicator = replicator  # the copies of replication rules (None: none made)
+        self.gave_up: set[int] = set()  # rows a rule failed for good (their status FAILED)
 
     async def run_forever(self) -> None:
         unavailable = False
@@ -98,6 +103,8 @@ class NotificationWorker:
                 await asyncio.sleep(pause)
         finally:
             await self.sender.close()
+            if self.replicator is not None:
+                self.replicator.close()
 
     async def pass_once(self) -> float:
         """A pass if there is anything to deliver; the pause before the next. A process that
@@ -209,6 +216,10 @@ class NotificationWorker:
             if arn in failed:
                 complete = False
                 continue
+            if outbox.is_replication((configuration_id, arn)):
+                if not await self._replicate(row, facts, configuration_id, arn, failed):
+                    complete = False
+                continue
             topic = await self._topic(facts.owner, arn, found)
             if topic is None or not topic.endpoint:
                 # Deleted since (or made without an endpoint): nowhere to deliver to.
@@ -234,7 +245,50 @@ class NotificationWorker:
                 )
             failed.add(arn)
             complete = False
+        if complete and any(map(outbox.is_replication, facts.targets)):
+            await self._replicated(row)
         return complete
+
+    async def _replicate(
+        self, row: OutboxRecord, facts: Facts, rule_id: str, arn: str, failed: set[str]
+    ) -> bool:
+        """Copy the row's version for one replication rule (replication/copier.py); True when
+        that is done with (copied, or failed for good: the version says FAILED)."""
+        if self.replicator is None:
+            failed.add(arn)
+            return False
+        outcome = await self.replicator.copy(row, facts.owner, rule_id, arn)
+        if not outcome.done:
+            metrics.REPLICATION_FAILURES.inc()
+            if arn not in self.failing:
+                self.failing.add(arn)
+                log.warning(
+                    "replication: %s: %s (tried again until it takes it)", arn, outcome.reason
+                )
+            failed.add(arn)
+            return False
+        self.sent.add((row.seq, rule_id, arn))
+        if arn in self.failing:
+            self.failing.discard(arn)
+            log.info("replication: %s takes copies again", arn)
+        if outcome.failed:
+            metrics.REPLICATION_FAILED.inc()
+            self.gave_up.add(row.seq)
+            log.warning(
+                "replication: %s of %s to %s failed: %s", row.key, row.bucket, arn, outcome.reason
+            )
+        else:
+            metrics.REPLICATED.inc()
+        return True
+
+    async def _replicated(self, row: OutboxRecord) -> None:
+        """Every rule of the row's new version is done with: its status COMPLETED, or FAILED
+        if a rule could not copy it. A delete marker shows no status, and a tag change leaves
+        the version's as its copy made it."""
+        status = "FAILED" if row.seq in self.gave_up else "COMPLETED"
+        self.gave_up.discard(row.seq)
+        if row.event in CREATED and row.version_id is not None:
+            await self.store.set_replication(row.bucket, row.key, row.version_id, status)
 
     async def _topic(self, owner: str, arn: str, found: dict[str, dict[str, str]]) -> Topic | None:
         """The topic a destination ARN names (of the bucket owner's account: the registry

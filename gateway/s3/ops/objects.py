@@ -119,6 +119,8 @@ def object_headers(obj: ObjectInfo) -> CIMultiDict[str]:
         headers["x-amz-meta-" + name] = user_metadata_header(value)
     if obj.attrs.tags:
         headers["x-amz-tagging-count"] = str(len(obj.attrs.tags))
+    if obj.attrs.replication is not None:
+        headers["x-amz-replication-status"] = obj.attrs.replication
     return headers
 
 
