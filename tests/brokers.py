@@ -128,13 +128,16 @@ class Mosquitto(Broker):
     def command(self, program: str) -> list[str]:
         config = self.folder / "mosquitto.conf"
         kept = f"persistence true\npersistence_location {self.folder}/\n"
-        text = f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+        # Root stays root (mosquitto started as root becomes the `mosquitto` user otherwise),
+        # so that the broker reads and writes this test's private folder: its certificate,
+        # and the persistence file it saves at a stop (refused as `mosquitto`, which lost the
+        # sessions, and so the test's records, whenever the gateway's retry came first).
+        text = f"listener {self.port} 127.0.0.1\nallow_anonymous true\nuser root\n"
         text += kept if self.persistence else "persistence false\n"
         if self.tls:
-            # The gateway's own self-signed certificate for 127.0.0.1 (trusted by nobody); root
-            # stays root, so that the broker reads it from this test's private folder.
+            # The gateway's own self-signed certificate for 127.0.0.1 (trusted by nobody).
             cert, key = self_signed(self.folder)
-            text += f"certfile {cert}\nkeyfile {key}\nuser root\n"
+            text += f"certfile {cert}\nkeyfile {key}\n"
         config.write_text(text)
         return [program, "-c", str(config)]
 
