@@ -7,6 +7,7 @@ the test skips, saying which package to install, unless CI=1 (then it fails)."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import signal
@@ -169,7 +170,22 @@ class RabbitMQ(Broker):
     def __init__(self, folder: Path, port: int = 0) -> None:
         super().__init__(folder, port)
         self.dist_port = free_port()
+        # Erlang's port mapper of its own, stopped with the node (it outlives it otherwise).
+        self.epmd_port = free_port()
         self.node = f"s3gwtest{self.port}@localhost"
+
+    def stop(self) -> None:
+        super().stop()
+        epmd = shutil.which("epmd") or next(
+            iter(glob.glob("/usr/lib/erlang/erts-*/bin/epmd")), None
+        )
+        if epmd is not None:
+            subprocess.run(
+                [epmd, "-port", str(self.epmd_port), "-kill"],
+                env={**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)},
+                capture_output=True,
+                check=False,
+            )
 
     def environment(self) -> dict[str, str]:
         (self.folder / "plugins").write_text("[].\n")
@@ -177,6 +193,7 @@ class RabbitMQ(Broker):
             **os.environ,
             "HOME": str(self.folder),
             "RABBITMQ_NODENAME": self.node,
+            "ERL_EPMD_PORT": str(self.epmd_port),
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port),
             "RABBITMQ_DIST_PORT": str(self.dist_port),
