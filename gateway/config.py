@@ -61,6 +61,8 @@ class Settings:
     bucket_defaults: str = "aws"
     default_encryption: str = "sse-s3"
     kms_keys: Path | None = None
+    # --replication-remotes: the TOML file of remote replication destinations (None: none).
+    replication_remotes: Path | None = None
     sse_c_over_http: str = "refuse"
     email_grants: str = "refuse"
     # --notify-networks as given (CIDRs); empty: every address but link-local ones.
@@ -165,6 +167,13 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("kms-keys", str, None, "TOML file of local KMS keys for SSE-KMS ([[key]] id, arn, enabled)"),
+    (
+        "replication-remotes",
+        str,
+        None,
+        "TOML file of remote replication destinations ([[remote]] bucket_arn, endpoint, "
+        "region, access_key, secret_key, ca_file, addressing_style)",
+    ),
     # AWS refuses SSE-C over HTTP; the s3-tests runner, like the suite's home server, allows it.
     ("sse-c-over-http", str, "refuse", "SSE-C requests over plain HTTP: refuse (as AWS) or allow"),
     # AWS has refused grants by e-mail address since 1 October 2025 (API_PutBucketAcl.html);
@@ -392,7 +401,7 @@ def _cidrs(value: str | None) -> tuple[str, ...]:
     return found
 
 
-_PATHS = ("users", "tls-cert", "tls-key", "kms-keys", "blobs-ca")
+_PATHS = ("users", "tls-cert", "tls-key", "kms-keys", "blobs-ca", "replication-remotes")
 
 
 def blobs_url(value: str | None) -> str | None:
@@ -475,6 +484,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         bucket_defaults=values["bucket-defaults"],
         default_encryption=values["default-encryption"],
         kms_keys=paths["kms-keys"],
+        replication_remotes=paths["replication-remotes"],
         sse_c_over_http=values["sse-c-over-http"],
         email_grants=values["email-grants"],
         notify_networks=_cidrs(values["notify-networks"]),

@@ -47,6 +47,7 @@ from .app import PRINCIPALS, RENDERER, STORE, alone, build_app, describe, sweep
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
 from .keyring import read_kms_keys
+from .replication.remotes import read_remotes
 from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser refuses
 from .store import StoreError
 from .store.blobs import FolderLock
@@ -66,6 +67,8 @@ def serve(settings: Settings) -> None:
         read_users_file(settings.users)
     if settings.kms_keys is not None:
         read_kms_keys(settings.kms_keys, settings.region)
+    if settings.replication_remotes is not None:
+        read_remotes(settings.replication_remotes)
     if settings.access_key or settings.secret_key:
         main_user(settings, create=False)  # both or neither, and usable keys
     _tls_files(settings)

@@ -7,6 +7,7 @@ the test skips, saying which package to install, unless CI=1 (then it fails)."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import signal
@@ -128,13 +129,16 @@ class Mosquitto(Broker):
     def command(self, program: str) -> list[str]:
         config = self.folder / "mosquitto.conf"
         kept = f"persistence true\npersistence_location {self.folder}/\n"
-        text = f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+        # Root stays root (mosquitto started as root becomes the `mosquitto` user otherwise),
+        # so that the broker reads and writes this test's private folder: its certificate,
+        # and the persistence file it saves at a stop (refused as `mosquitto`, which lost the
+        # sessions, and so the test's records, whenever the gateway's retry came first).
+        text = f"listener {self.port} 127.0.0.1\nallow_anonymous true\nuser root\n"
         text += kept if self.persistence else "persistence false\n"
         if self.tls:
-            # The gateway's own self-signed certificate for 127.0.0.1 (trusted by nobody); root
-            # stays root, so that the broker reads it from this test's private folder.
+            # The gateway's own self-signed certificate for 127.0.0.1 (trusted by nobody).
             cert, key = self_signed(self.folder)
-            text += f"certfile {cert}\nkeyfile {key}\nuser root\n"
+            text += f"certfile {cert}\nkeyfile {key}\n"
         config.write_text(text)
         return [program, "-c", str(config)]
 
@@ -166,7 +170,22 @@ class RabbitMQ(Broker):
     def __init__(self, folder: Path, port: int = 0) -> None:
         super().__init__(folder, port)
         self.dist_port = free_port()
+        # Erlang's port mapper of its own, stopped with the node (it outlives it otherwise).
+        self.epmd_port = free_port()
         self.node = f"s3gwtest{self.port}@localhost"
+
+    def stop(self) -> None:
+        super().stop()
+        epmd = shutil.which("epmd") or next(
+            iter(glob.glob("/usr/lib/erlang/erts-*/bin/epmd")), None
+        )
+        if epmd is not None:
+            subprocess.run(
+                [epmd, "-port", str(self.epmd_port), "-kill"],
+                env={**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)},
+                capture_output=True,
+                check=False,
+            )
 
     def environment(self) -> dict[str, str]:
         (self.folder / "plugins").write_text("[].\n")
@@ -174,6 +193,7 @@ class RabbitMQ(Broker):
             **os.environ,
             "HOME": str(self.folder),
             "RABBITMQ_NODENAME": self.node,
+            "ERL_EPMD_PORT": str(self.epmd_port),
             "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port),
             "RABBITMQ_DIST_PORT": str(self.dist_port),

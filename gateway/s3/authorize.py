@@ -132,6 +132,10 @@ RULES: dict[str, Rule] = {
     # authorization reference lists no s3:PutBucketNotificationConfiguration.
     Op.GetBucketNotificationConfiguration: Rule("s3:GetBucketNotification"),
     Op.PutBucketNotificationConfiguration: Rule("s3:PutBucketNotification"),
+    # DeleteBucketReplication needs s3:PutReplicationConfiguration (its API reference).
+    Op.GetBucketReplication: Rule("s3:GetReplicationConfiguration"),
+    Op.PutBucketReplication: Rule("s3:PutReplicationConfiguration"),
+    Op.DeleteBucketReplication: Rule("s3:PutReplicationConfiguration"),
 }
 # Decided key by key by the operation (through Context.allowed), each refusal an entry of
 # its answer, as AWS reports them.

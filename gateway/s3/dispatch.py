@@ -52,6 +52,7 @@ from .ops import (
     objects,
     ownership,
     post,
+    replication,
     tagging,
 )
 from .ops import cors as cors_ops
@@ -79,6 +80,7 @@ OPERATIONS: dict[str, Operation] = {
     **encryption.OPERATIONS,
     **bucketlog.OPERATIONS,
     **notification.OPERATIONS,
+    **replication.OPERATIONS,
 }
 # Reads of one object that take its latest version with the bucket (Dispatcher._bucket).
 _READS_LATEST = frozenset({Op.GetObject, Op.HeadObject})

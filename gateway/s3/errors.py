@@ -168,6 +168,10 @@ CODES: dict[str, tuple[int, str]] = {
         "A header or query you provided implies functionality that is not implemented.",
     ),
     "OwnershipControlsNotFoundError": (404, "The bucket ownership controls were not found"),
+    "ReplicationConfigurationNotFoundError": (
+        404,
+        "The replication configuration was not found",
+    ),
     "PreconditionFailed": (412, "At least one of the pre-conditions you specified did not hold"),
     "RequestHeaderSectionTooLarge": (
         400,

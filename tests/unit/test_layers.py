@@ -115,6 +115,13 @@ def test_the_modules_were_read() -> None:
             ("gateway.store.sqlite", "gateway.store.postgres", "gateway.store.blobs", "sqlite3"),
             (),
         ),
+        # Replication's configuration and remotes are pure (no HTTP, no adapter): the worker
+        # and every door read them.
+        (
+            "gateway.replication",
+            ("aiohttp", "gateway.store.sqlite", "gateway.store.postgres", "gateway.store.blobs"),
+            (),
+        ),
         # Settings and users sit below the protocol: neither imports from it.
         ("gateway.config", ("gateway.s3",), ()),
         ("gateway.users", ("gateway.s3",), ()),

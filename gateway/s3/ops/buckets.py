@@ -12,6 +12,7 @@ from xml.etree.ElementTree import Element
 from aiohttp import web
 
 from ...limits import MAX_BUCKET_XML
+from ...replication.configuration import SETTING as REPLICATION
 from ...store import Bucket, StoreError
 from .. import grants, tagging, writes, xml
 from ..authorize import ACL, OWNERSHIPS, acls_enabled, public_access_block
@@ -239,6 +240,15 @@ async def put_bucket_versioning(ctx: Context) -> web.StreamResponse:
         raise S3Error("AccessDenied", "Mfa Authentication must be used for this request")
     if status is None:
         raise S3Error("IllegalVersioningConfigurationException")
+    bucket = ctx.bucket_record
+    if status == "Suspended" and bucket is not None and REPLICATION in bucket.settings:
+        # Replication needs versioning on the source for as long as it is configured (AWS
+        # answers InvalidBucketState; the message is MinIO's, which answers as AWS does).
+        raise S3Error(
+            "InvalidBucketState",
+            "A replication configuration is present on this bucket, bucket wide versioning "
+            "cannot be suspended.",
+        )
     await ctx.store.set_versioning(ctx.bucket, status)
     return web.Response()
 

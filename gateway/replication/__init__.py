@@ -1,0 +1,2 @@
+"""Bucket replication (docs/replication.md): the ReplicationConfiguration a bucket keeps
+(configuration.py) and the operator's remote destinations (remotes.py)."""
