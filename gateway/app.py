@@ -17,9 +17,8 @@ from .keyring import load_keyring
 from .notify import configuration
 from .notify.networks import networks
 from .notify.sns import TopicsApi
-from .replication import matching
+from .replication import matching, remotes
 from .replication.copier import Replicator
-from .replication.remotes import read_remotes
 from .s3.context import FLUSH_LOGS
 from .s3.handler import on_response_prepare, s3_handler
 from .s3.protocol import S3_HANDLER
@@ -116,7 +115,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         networks(settings.notify_networks),
         keys.open_topic_secret,
         settings.notify_retention,
-        Replicator(store, read_remotes(settings.replication_remotes)),
+        Replicator(store, remotes.load(settings.replication_remotes)),
     )
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)

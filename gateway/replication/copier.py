@@ -21,6 +21,7 @@ destination cannot take it now: tried again later, the source says PENDING).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -111,7 +112,8 @@ class Replicator:
             return _failed("SSE-C objects are not replicated")
         version = replace(version, attrs=_with_class(version.attrs, rule))
         name = arn.removeprefix(outbox.BUCKET_ARN)
-        destination = await self.store.get_bucket(name)
+        remote = self.remotes.get(name)  # a remote named by the operator wins over a bucket here
+        destination = None if remote is not None else await self.store.get_bucket(name)
         if destination is not None:
             action = _action(row.event)
             if not replication_allowed(destination, owner, config.role, action, row.key):
@@ -129,7 +131,6 @@ class Replicator:
                     pass  # not copied yet: the whole version goes
             await self.store.put_replica(name, version, ORIGIN)
             return DONE
-        remote = self.remotes.get(name)
         if remote is None:
             return _failed(f"no bucket {name} here, and no remote names it")
         try:
@@ -155,7 +156,7 @@ class Replicator:
                 remote.access_key,
                 remote.secret_key,
                 path_style=remote.addressing_style != "virtual",
-                ca_file=remote.ca_file,
+                ca_file=None if remote.ca_file is None else str(remote.ca_file),
             )
             client = self._clients[remote.bucket] = S3Client(target, connections=8)
         return client
@@ -203,12 +204,11 @@ class Replicator:
                 "POST", row.key, [("uploadId", upload_id)], body=body, what="replicate (end)"
             )
         except BaseException:
-            try:
+            # Else the remote's own lifecycle, or its listing, cleans it up.
+            with contextlib.suppress(OSError, S3Failed):
                 await client.call(
                     "DELETE", row.key, [("uploadId", upload_id)], what="replicate (abort)"
                 )
-            except (OSError, S3Failed):
-                pass  # the remote's own lifecycle, or its listing, cleans it up
             raise
 
     async def _read(self, version: ObjectInfo, start: int, size: int) -> bytes:

@@ -18,6 +18,11 @@ holds the lease; after a crash or a change of holder it may be (at least once, n
 A topic deleted since the change was recorded has nowhere to go: its records are dropped,
 with a warning naming the topic. So is an event that has waited longer than the retention
 (--notify-retention, a week by default). Both are counted (s3gw_notifications_dropped).
+
+A row's replication targets (a destination bucket's ARN, store/outbox.py) are copies to make:
+replication/copier.py makes each, and once every rule of a new version is done with, the
+version's status says COMPLETED (or FAILED: a copy that can never be made). Such a row is not
+dropped for its age: it waits for its destination (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from ..notify import records, topics
 from ..notify.networks import Networks
 from ..notify.targets import Senders
 from ..notify.topics import Topic
-from ..store.model import OutboxRecord
 from ..replication.copier import Replicator
 from ..replication.matching import CREATED
 from ..store import Store, StoreError, outbox
+from ..store.model import OutboxRecord
 from ..store.outbox import Facts
 
 log = logging.getLogger(__name__)
@@ -164,8 +169,9 @@ class NotificationWorker:
             # holder took it: two holders delivering at once would break a key's order.
             if not await self._hold():
                 break
-            if row.time_ns < expired:
-                # Waited longer than the retention: dropped, counted (--notify-retention).
+            if row.time_ns < expired and outbox.BUCKET_ARN not in row.facts:
+                # Waited longer than the retention: dropped, counted (--notify-retention). A
+                # row with a replication rule's copy to make waits for its destination instead.
                 log.warning(
                     "notifications: an event of %s older than the retention is dropped", row.bucket
                 )
