@@ -142,6 +142,10 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist"),
     "NoSuchTagSet": (404, "The TagSet does not exist"),
+    "NoSuchWebsiteConfiguration": (
+        404,
+        "The specified bucket does not have a website configuration",
+    ),
     "NoSuchPublicAccessBlockConfiguration": (
         404,
         "The public access block configuration was not found",

@@ -16,7 +16,7 @@ from .dispatch import OPERATIONS, Dispatcher, Services
 from .logrecords import Logged
 from .middleware import Handler, Observer, S3Middleware, on_response_prepare
 
-__all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
+__all__ = ["OPERATIONS", "on_response_prepare", "s3_handler", "website_reads"]
 
 
 def s3_handler(
@@ -32,6 +32,13 @@ def s3_handler(
     observe = None if deliver is None else _observer(deliver)
     dispatcher = Dispatcher(store, settings, users, keys, services)
     return S3Middleware(dispatcher, store.get_bucket, observe)
+
+
+def website_reads(handler: Handler) -> Dispatcher:
+    """The dispatcher behind an `s3_handler`: the website endpoint reads objects through it
+    (Dispatcher.judge_anonymous_read, send_object), judged and sent as S3's GetObject."""
+    assert isinstance(handler, S3Middleware) and isinstance(handler.dispatch, Dispatcher)
+    return handler.dispatch
 
 
 def _observer(deliver: Callable[[list[Logged]], None]) -> Observer:

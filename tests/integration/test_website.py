@@ -1,0 +1,371 @@
+"""The static website endpoint (docs/website.md) on a real gateway: set up with boto3 on the S3
+endpoint, read with plain HTTP and `Host` headers on the website port, rule by rule of AWS's
+pages ("Website endpoints", "Configuring an index document", "Configuring a custom error
+document", "Configuring a webpage redirect")."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests import raw
+from tests.process import GatewayProcess
+
+DOMAIN = "web.test"
+_WEBSITE = re.compile(r"website endpoint on (https?://\S+)")
+
+
+@dataclass
+class Site:
+    server: GatewayProcess
+    url: str  # the website endpoint's http://127.0.0.1:PORT
+    s3: Any
+    bucket: str  # a public site with index, error document and routing rules
+    everything: str  # a bucket whose website redirects every request
+
+    def get(
+        self, path: str, host: str | None = None, method: str = "GET", **headers: str
+    ) -> raw.Reply:
+        host = host or f"{self.bucket}.{DOMAIN}"
+        return raw.send(method, self.url + path, {"Host": host, **headers})
+
+
+def _public(s3: Any, bucket: str) -> None:
+    """Anyone may read the bucket's objects but those under private/ (a policy's Deny)."""
+    s3.delete_public_access_block(Bucket=bucket)
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{bucket}/private/*",
+            },
+        ],
+    }
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+
+
+_CONFIGURATION = {
+    "IndexDocument": {"Suffix": "index.html"},
+    "ErrorDocument": {"Key": "error.html"},
+    "RoutingRules": [
+        {
+            "Condition": {"KeyPrefixEquals": "old/"},
+            "Redirect": {"ReplaceKeyPrefixWith": "docs/"},
+        },
+        {
+            "Condition": {"KeyPrefixEquals": "moved"},
+            "Redirect": {
+                "HostName": "example.com",
+                "Protocol": "https",
+                "ReplaceKeyWith": "docs/page.html",
+                "HttpRedirectCode": "302",
+            },
+        },
+        {
+            "Condition": {"HttpErrorCodeReturnedEquals": "404", "KeyPrefixEquals": "gone/"},
+            "Redirect": {"HostName": "archive.example.com"},
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, module_catalog: str | None) -> Iterator[Site]:
+    server = GatewayProcess(
+        tmp_path_factory.mktemp("website"),
+        None,
+        "--website-address",
+        "127.0.0.1:0",
+        "--website-domain",
+        DOMAIN,
+        catalog=module_catalog,
+    ).start()
+    try:
+        found = _WEBSITE.search("".join(server.log))
+        assert found, server.log
+        s3 = server.client()
+        bucket, everything = "www-site", "www-elsewhere"
+        s3.create_bucket(Bucket=bucket)
+        _public(s3, bucket)
+        put = {
+            "index.html": b"<h1>home</h1>",
+            "docs/index.html": b"<h1>docs</h1>",
+            "docs/page.html": b"<p>a page</p>",
+            "error.html": b"<p>not here</p>",
+            "private/secret.html": b"top secret bytes",
+            "data.bin": bytes(range(256)),
+        }
+        for key, body in put.items():
+            s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="text/html")
+        s3.put_object(
+            Bucket=bucket, Key="redir.html", Body=b"", WebsiteRedirectLocation="/docs/page.html"
+        )
+        s3.put_bucket_website(Bucket=bucket, WebsiteConfiguration=_CONFIGURATION)
+        s3.create_bucket(Bucket=everything)
+        s3.put_bucket_website(
+            Bucket=everything,
+            WebsiteConfiguration={
+                "RedirectAllRequestsTo": {"HostName": "example.org", "Protocol": "https"}
+            },
+        )
+        yield Site(server, found.group(1), s3, bucket, everything)
+    finally:
+        server.stop()
+
+
+# --- the S3 API -------------------------------------------------------------------------------
+
+
+def test_get_bucket_website_answers_what_was_put(site):
+    got = site.s3.get_bucket_website(Bucket=site.bucket)
+    assert got["IndexDocument"] == {"Suffix": "index.html"}
+    assert got["ErrorDocument"] == {"Key": "error.html"}
+    assert got["RoutingRules"] == _CONFIGURATION["RoutingRules"]
+
+
+def test_website_configuration_deleted_is_no_such_website_configuration(site):
+    s3 = site.s3
+    s3.create_bucket(Bucket="www-deleted")
+    s3.put_bucket_website(
+        Bucket="www-deleted", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+    )
+    s3.delete_bucket_website(Bucket="www-deleted")
+    with pytest.raises(ClientError) as caught:
+        s3.get_bucket_website(Bucket="www-deleted")
+    assert caught.value.response["Error"]["Code"] == "NoSuchWebsiteConfiguration"
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    # No website there now: the endpoint says so, as an HTML page.
+    reply = site.get("/", host=f"www-deleted.{DOMAIN}")
+    assert reply.status == 404
+    assert reply.headers["x-amz-error-code"] == "NoSuchWebsiteConfiguration"
+
+
+def test_put_bucket_website_refuses_what_aws_refuses(site):
+    s3 = site.s3
+    with pytest.raises(ClientError) as caught:
+        s3.put_bucket_website(
+            Bucket=site.bucket, WebsiteConfiguration={"IndexDocument": {"Suffix": "a/b"}}
+        )
+    error = caught.value.response["Error"]
+    assert (error["Code"], error["Message"]) == (
+        "InvalidArgument",
+        "The IndexDocument Suffix is not well formed",
+    )
+    with pytest.raises(ClientError) as caught:
+        s3.put_bucket_website(
+            Bucket=site.bucket,
+            WebsiteConfiguration={
+                "IndexDocument": {"Suffix": "index.html"},
+                "RedirectAllRequestsTo": {"HostName": "example.org"},
+            },
+        )
+    assert caught.value.response["Error"]["Code"] == "InvalidArgument"
+    # The bucket's configuration is unchanged.
+    assert s3.get_bucket_website(Bucket=site.bucket)["ErrorDocument"] == {"Key": "error.html"}
+
+
+def test_website_redirect_location_is_returned_by_head_and_get(site):
+    head = site.s3.head_object(Bucket=site.bucket, Key="redir.html")
+    assert head["WebsiteRedirectLocation"] == "/docs/page.html"
+
+
+def test_redirect_location_of_a_multipart_upload_and_a_copy(site):
+    s3 = site.s3
+    upload = s3.create_multipart_upload(
+        Bucket=site.bucket, Key="mp.html", WebsiteRedirectLocation="/docs/"
+    )
+    part = s3.upload_part(
+        Bucket=site.bucket, Key="mp.html", UploadId=upload["UploadId"], PartNumber=1, Body=b"x"
+    )
+    s3.complete_multipart_upload(
+        Bucket=site.bucket,
+        Key="mp.html",
+        UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+    )
+    assert s3.head_object(Bucket=site.bucket, Key="mp.html")["WebsiteRedirectLocation"] == "/docs/"
+    s3.copy_object(
+        Bucket=site.bucket,
+        Key="copied.html",
+        CopySource={"Bucket": site.bucket, "Key": "docs/page.html"},
+        WebsiteRedirectLocation="/",
+    )
+    head = s3.head_object(Bucket=site.bucket, Key="copied.html")
+    assert head["WebsiteRedirectLocation"] == "/"
+    reply = site.get("/mp.html")
+    assert (reply.status, reply.headers["location"]) == (301, "/docs/")
+
+
+# --- the website endpoint ---------------------------------------------------------------------
+
+
+def test_root_serves_the_index_document(site):
+    reply = site.get("/")
+    assert reply.status == 200
+    assert reply.body == b"<h1>home</h1>"
+    assert reply.headers["content-type"].startswith("text/html")
+
+
+def test_a_folder_serves_its_index_document(site):
+    reply = site.get("/docs/")
+    assert (reply.status, reply.body) == (200, b"<h1>docs</h1>")
+    assert site.get("/docs/page.html").body == b"<p>a page</p>"
+
+
+def test_a_folder_without_its_slash_is_redirected_there(site):
+    reply = site.get("/docs")
+    assert reply.status == 302
+    assert reply.headers["location"] == "/docs/"
+
+
+def test_a_host_that_is_the_bucket_name_serves_it(site):
+    reply = site.get("/", host=site.bucket)
+    assert (reply.status, reply.body) == (200, b"<h1>home</h1>")
+
+
+def test_a_missing_key_gets_the_error_document_with_404(site):
+    reply = site.get("/nothing/here.html")
+    assert reply.status == 404
+    assert reply.body == b"<p>not here</p>"
+
+
+def test_a_private_object_is_403_without_its_bytes(site):
+    reply = site.get("/private/secret.html")
+    assert reply.status == 403
+    assert b"top secret" not in reply.body
+    assert reply.body == b"<p>not here</p>"  # the error document, with the original status
+
+
+def test_html_error_page_when_there_is_no_error_document(site):
+    s3 = site.s3
+    s3.create_bucket(Bucket="www-plain")
+    _public(s3, "www-plain")
+    s3.put_bucket_website(
+        Bucket="www-plain", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+    )
+    reply = site.get("/missing.html", host=f"www-plain.{DOMAIN}")
+    assert reply.status == 404
+    assert reply.headers["x-amz-error-code"] == "NoSuchKey"
+    assert reply.headers["x-amz-error-message"] == "The specified key does not exist."
+    assert reply.headers["content-type"].startswith("text/html")
+    assert b"<h1>404 Not Found</h1>" in reply.body
+    assert b"Code: NoSuchKey" in reply.body
+    # Never a listing: an empty site's root is the index document's 404.
+    reply = site.get("/", host=f"www-plain.{DOMAIN}")
+    assert reply.status == 404
+    assert b"ListBucketResult" not in reply.body
+
+
+def test_unknown_bucket_is_no_such_bucket(site):
+    reply = site.get("/", host=f"no-such-bucket.{DOMAIN}")
+    assert reply.status == 404
+    assert reply.headers["x-amz-error-code"] == "NoSuchBucket"
+
+
+def test_routing_rule_by_key_prefix_replaces_the_prefix(site):
+    reply = site.get("/old/page.html")
+    assert reply.status == 301
+    assert reply.headers["location"] == f"http://{site.bucket}.{DOMAIN}/docs/page.html"
+
+
+def test_routing_rule_replacing_the_key_with_host_protocol_and_code(site):
+    reply = site.get("/moved-away")
+    assert reply.status == 302
+    assert reply.headers["location"] == "https://example.com/docs/page.html"
+
+
+def test_routing_rule_by_error_code(site):
+    reply = site.get("/gone/thing.html")
+    assert reply.status == 301
+    assert reply.headers["location"] == "http://archive.example.com/gone/thing.html"
+
+
+def test_an_object_redirect_location_is_a_301(site):
+    reply = site.get("/redir.html")
+    assert reply.status == 301
+    assert reply.headers["location"] == "/docs/page.html"
+
+
+def test_redirect_all_requests(site):
+    reply = site.get("/a/b.html", host=f"{site.everything}.{DOMAIN}")
+    assert reply.status == 301
+    assert reply.headers["location"] == "https://example.org/a/b.html"
+
+
+def test_methods_other_than_get_and_head_are_405(site):
+    for method in ("PUT", "POST", "DELETE"):
+        reply = site.get("/index.html", method=method)
+        assert reply.status == 405, method
+        assert reply.headers["x-amz-error-code"] == "MethodNotAllowed"
+    assert site.s3.get_object(Bucket=site.bucket, Key="index.html")["Body"].read() == (
+        b"<h1>home</h1>"
+    )
+
+
+def test_head(site):
+    reply = site.get("/docs/page.html", method="HEAD")
+    assert reply.status == 200
+    assert reply.body == b""
+    assert reply.headers["content-length"] == str(len(b"<p>a page</p>"))
+    assert reply.headers["etag"]
+    missing = site.get("/nothing.html", method="HEAD")
+    assert (missing.status, missing.body) == (404, b"")
+
+
+def test_conditional_get_is_304(site):
+    etag = site.get("/docs/page.html").headers["etag"]
+    reply = site.get("/docs/page.html", **{"If-None-Match": etag})
+    assert reply.status == 304
+    assert reply.body == b""
+
+
+def test_a_range(site):
+    reply = site.get("/data.bin", Range="bytes=10-19")
+    assert reply.status == 206
+    assert reply.body == bytes(range(10, 20))
+    assert reply.headers["content-range"] == "bytes 10-19/256"
+
+
+def test_cors_rules_apply_as_on_the_s3_endpoint(site):
+    site.s3.put_bucket_cors(
+        Bucket=site.bucket,
+        CORSConfiguration={
+            "CORSRules": [{"AllowedOrigins": ["https://app.example"], "AllowedMethods": ["GET"]}]
+        },
+    )
+    try:
+        reply = site.get("/docs/page.html", Origin="https://app.example")
+        assert reply.headers["access-control-allow-origin"] == "https://app.example"
+        other = site.get("/docs/page.html", Origin="https://other.example")
+        assert "access-control-allow-origin" not in other.headers
+    finally:
+        site.s3.delete_bucket_cors(Bucket=site.bucket)
+
+
+def test_the_rest_endpoint_is_unchanged(site):
+    s3 = site.s3
+    listed = s3.list_objects_v2(Bucket=site.bucket)["Contents"]
+    assert "index.html" in {o["Key"] for o in listed}
+    # The object with a redirect location is an object there, not a redirect.
+    got = s3.get_object(Bucket=site.bucket, Key="redir.html")
+    assert got["WebsiteRedirectLocation"] == "/docs/page.html"
+    # An anonymous GET of the bucket's root on the S3 endpoint is S3's answer, not the index.
+    reply = raw.send("GET", f"{site.server.url}/{site.bucket}/")
+    assert reply.status == 403
+    assert reply.code == "AccessDenied"
+    assert raw.send("GET", f"{site.server.url}/{site.bucket}/index.html").body == b"<h1>home</h1>"
