@@ -211,6 +211,35 @@ def test_redirect_location_of_a_multipart_upload_and_a_copy(site):
     assert (reply.status, reply.headers["location"]) == (301, "/docs/")
 
 
+def test_redirect_location_of_a_post_form(site):
+    post = site.s3.generate_presigned_post(
+        site.bucket,
+        "form.html",
+        Fields={"x-amz-website-redirect-location": "/docs/page.html"},
+        Conditions=[{"x-amz-website-redirect-location": "/docs/page.html"}],
+    )
+    boundary = "s3gw-website-form"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+        for name, value in post["fields"].items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'
+        f"x\r\n--{boundary}--\r\n"
+    )
+    reply = raw.send(
+        "POST",
+        post["url"],
+        {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        "".join(parts).encode(),
+    )
+    assert reply.status == 204, reply.body
+    head = site.s3.head_object(Bucket=site.bucket, Key="form.html")
+    assert head["WebsiteRedirectLocation"] == "/docs/page.html"
+    reply = site.get("/form.html", method="HEAD")
+    assert (reply.status, reply.headers["location"]) == (301, "/docs/page.html")
+
+
 # --- the website endpoint ---------------------------------------------------------------------
 
 
@@ -269,6 +298,26 @@ def test_html_error_page_when_there_is_no_error_document(site):
     reply = site.get("/", host=f"www-plain.{DOMAIN}")
     assert reply.status == 404
     assert b"ListBucketResult" not in reply.body
+
+
+def test_a_bucket_that_blocks_public_access_serves_nothing(site):
+    # The website configuration does not make a bucket public: authorisation decides, and a
+    # new bucket blocks public access (AWS's defaults) whatever its policy says.
+    s3 = site.s3
+    s3.create_bucket(Bucket="www-blocked")
+    s3.put_object(Bucket="www-blocked", Key="index.html", Body=b"blocked bytes")
+    s3.put_bucket_website(
+        Bucket="www-blocked", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+    )
+    reply = site.get("/", host=f"www-blocked.{DOMAIN}")
+    assert reply.status == 403
+    assert reply.headers["x-amz-error-code"] == "AccessDenied"
+    assert b"blocked bytes" not in reply.body
+
+
+def test_the_error_document_goes_without_the_requests_range_or_conditions(site):
+    reply = site.get("/nothing.html", Range="bytes=0-1", **{"If-None-Match": "*"})
+    assert (reply.status, reply.body) == (404, b"<p>not here</p>")
 
 
 def test_unknown_bucket_is_no_such_bucket(site):
