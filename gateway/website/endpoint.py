@@ -24,10 +24,11 @@ from ..s3.middleware import (
     HOST_ID,
     OPERATION,
     REQUEST_ID,
+    TARGET,
     S3Middleware,
     on_response_prepare,
 )
-from ..s3.router import bucket_from_host
+from ..s3.router import Endpoint, Op, bucket_from_host
 from ..store import Bucket, Store, StoreError
 from ..store.store import Latest
 from .pages import error_page
@@ -126,6 +127,9 @@ class Website:
             location = website.redirect_all_location(config.redirect_all, path, host, scheme)
             return _redirect(301, location)
         key = path[1:]
+        # For the access log line: the bucket and key asked for.
+        read = Op.HeadObject if request.method == "HEAD" else Op.GetObject
+        request[TARGET] = Endpoint(read, bucket.name, key or None)
         rule = config.rule_for(key)
         if rule is not None:
             return _redirect(*website.location(rule, key, host, scheme))
