@@ -104,6 +104,15 @@ def _acl_required(access: Access) -> bool:
     )
 
 
+def _hide_missing(access: Access, latest: Latest) -> None:
+    """A read of a key with no object (`latest`, read with the bucket, is None) by a caller
+    who may read it but not list the bucket: AccessDenied, not NoSuchKey ("If you don't have
+    the s3:ListBucket permission, Amazon S3 returns an HTTP status code 403", GetObject in the
+    API reference): whether a key exists is the listing's to say."""
+    if latest is None and not decide(as_listing(access)):
+        raise S3Error("AccessDenied")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Decided:
     """What authorisation found and decided, for the operation's Context."""
@@ -261,6 +270,8 @@ class Dispatcher:
             except S3Error as exc:
                 await self._missing_instead(exc, access)
                 raise
+            if target.operation in _READS_LATEST and target.key and target.version_id is None:
+                _hide_missing(access, latest)
             if LOGGING in bucket.settings and _acl_required(access):
                 request[ACL_REQUIRED] = True
         owner, acl = None, None
@@ -306,6 +317,7 @@ class Dispatcher:
         except S3Error as exc:
             await self._missing_instead(exc, access)
             raise
+        _hide_missing(access, latest)
         return latest
 
     async def send_object(

@@ -36,12 +36,20 @@ class Site:
         return raw.send(method, self.url + path, {"Host": host, **headers})
 
 
-def _public(s3: Any, bucket: str) -> None:
-    """Anyone may read the bucket's objects but those under private/ (a policy's Deny)."""
+def _public(s3: Any, bucket: str, listed: bool = True) -> None:
+    """Anyone may read the bucket's objects but those under private/ (a policy's Deny), and,
+    when `listed`, list it: then a missing key is a 404, else a 403 (as AWS answers)."""
     s3.delete_public_access_block(Bucket=bucket)
+    listing = {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "s3:ListBucket",
+        "Resource": f"arn:aws:s3:::{bucket}",
+    }
     policy = {
         "Version": "2012-10-17",
         "Statement": [
+            *([listing] if listed else []),
             {
                 "Effect": "Allow",
                 "Principal": "*",
@@ -273,6 +281,31 @@ def test_a_missing_key_gets_the_error_document_with_404(site):
     assert reply.body == b"<p>not here</p>"
 
 
+def test_a_missing_key_is_403_where_no_one_may_list_the_bucket(site):
+    # "If you don't have the s3:ListBucket permission, Amazon S3 returns an HTTP status code
+    # 403" (GetObject): the website's anonymous reads are judged alike.
+    s3 = site.s3
+    s3.create_bucket(Bucket="www-unlisted")
+    _public(s3, "www-unlisted", listed=False)
+    s3.put_object(Bucket="www-unlisted", Key="index.html", Body=b"unlisted home")
+    s3.put_object(Bucket="www-unlisted", Key="docs/index.html", Body=b"unlisted docs")
+    s3.put_bucket_website(
+        Bucket="www-unlisted", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+    )
+    host = f"www-unlisted.{DOMAIN}"
+    reply = site.get("/missing.html", host=host)
+    assert reply.status == 403
+    assert reply.headers["x-amz-error-code"] == "AccessDenied"
+    assert site.get("/", host=host).body == b"unlisted home"
+    reply = site.get("/docs", host=host)  # the folder's index is found all the same
+    assert (reply.status, reply.headers["location"]) == (302, "/docs/")
+    # The S3 endpoint answers the same anonymous GetObject alike.
+    reply = raw.send("GET", f"{site.server.url}/www-unlisted/missing.html")
+    assert (reply.status, reply.code) == (403, "AccessDenied")
+    reply = raw.send("GET", f"{site.server.url}/{site.bucket}/missing.html")
+    assert (reply.status, reply.code) == (404, "NoSuchKey")
+
+
 def test_a_private_object_is_403_without_its_bytes(site):
     reply = site.get("/private/secret.html")
     assert reply.status == 403
@@ -413,8 +446,10 @@ def test_the_rest_endpoint_is_unchanged(site):
     # The object with a redirect location is an object there, not a redirect.
     got = s3.get_object(Bucket=site.bucket, Key="redir.html")
     assert got["WebsiteRedirectLocation"] == "/docs/page.html"
-    # An anonymous GET of the bucket's root on the S3 endpoint is S3's answer, not the index.
+    # An anonymous GET of the bucket's root on the S3 endpoint is S3's answer (a listing,
+    # since anyone may list this bucket), never the index document.
     reply = raw.send("GET", f"{site.server.url}/{site.bucket}/")
-    assert reply.status == 403
-    assert reply.code == "AccessDenied"
+    assert reply.status == 200
+    assert b"<ListBucketResult" in reply.body
+    assert site.get("/").body == b"<h1>home</h1>"
     assert raw.send("GET", f"{site.server.url}/{site.bucket}/index.html").body == b"<h1>home</h1>"
