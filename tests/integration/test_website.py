@@ -5,8 +5,10 @@ document", "Configuring a webpage redirect")."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -190,6 +192,27 @@ def test_put_bucket_website_refuses_what_aws_refuses(site):
 def test_website_redirect_location_is_returned_by_head_and_get(site):
     head = site.s3.head_object(Bucket=site.bucket, Key="redir.html")
     assert head["WebsiteRedirectLocation"] == "/docs/page.html"
+
+
+def test_a_redirect_location_is_a_path_or_an_absolute_url(site):
+    for refused in ("elsewhere.html", "ftp://example.com/"):
+        with pytest.raises(ClientError) as caught:
+            site.s3.put_object(
+                Bucket=site.bucket, Key="bad.html", Body=b"", WebsiteRedirectLocation=refused
+            )
+        error = caught.value.response["Error"]
+        assert (error["Code"], error["Message"]) == (
+            "InvalidRedirectLocation",
+            "The website redirect location must have a prefix of 'http://' or 'https://' or '/'.",
+        )
+    site.s3.put_object(
+        Bucket=site.bucket,
+        Key="abs.html",
+        Body=b"",
+        WebsiteRedirectLocation="https://example.net/x",
+    )
+    reply = site.get("/abs.html")
+    assert (reply.status, reply.headers["location"]) == (301, "https://example.net/x")
 
 
 def test_redirect_location_of_a_multipart_upload_and_a_copy(site):
@@ -453,3 +476,33 @@ def test_the_rest_endpoint_is_unchanged(site):
     assert b"<ListBucketResult" in reply.body
     assert site.get("/").body == b"<h1>home</h1>"
     assert raw.send("GET", f"{site.server.url}/{site.bucket}/index.html").body == b"<h1>home</h1>"
+
+
+def test_https_with_the_gateways_tls_settings(tmp_path):
+    # The website endpoint speaks TLS when the S3 endpoint does, with the same certificate.
+    data = tmp_path / "data"
+    server = GatewayProcess(
+        data, None, "--tls-self-signed", "--website-address", "127.0.0.1:0"
+    ).start()
+    try:
+        found = re.search(r"website endpoint on https://127\.0\.0\.1:(\d+)", "".join(server.log))
+        assert found, server.log
+        cert = data / "tls" / "localhost.crt"
+        s3 = server.client(verify=str(cert))
+        s3.create_bucket(Bucket="www-tls")
+        _public(s3, "www-tls")
+        s3.put_object(Bucket="www-tls", Key="index.html", Body=b"over tls")
+        s3.put_bucket_website(
+            Bucket="www-tls", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+        )
+        context = ssl.create_default_context(cafile=str(cert))
+        context.check_hostname = False  # the certificate names localhost, not the bucket
+        conn = http.client.HTTPSConnection("127.0.0.1", int(found.group(1)), context=context)
+        try:
+            conn.request("GET", "/", headers={"Host": "www-tls"})
+            reply = conn.getresponse()
+            assert (reply.status, reply.read()) == (200, b"over tls")
+        finally:
+            conn.close()
+    finally:
+        server.stop()
