@@ -18,7 +18,8 @@ from .notify import configuration
 from .notify.networks import networks
 from .notify.sns import TopicsApi
 from .s3.context import FLUSH_LOGS
-from .s3.handler import on_response_prepare, s3_handler, website_reads
+from .s3.handler import log_observer, on_response_prepare, s3_handler, website_reads
+from .s3.middleware import Observer
 from .s3.protocol import S3_HANDLER
 from .store import Store, StoreError, open_store
 from .store.blobs import FolderInUse, FolderLock
@@ -37,6 +38,9 @@ RENDERER = web.AppKey("renderer", metrics.Renderer)
 PRINCIPALS = web.AppKey("principals", Principals)
 # The S3 endpoint's reads of one object, through which the website endpoint serves its own.
 OBJECT_READS = web.AppKey("object_reads", ObjectReads)
+# What the website endpoint's requests record for server access logging (the S3 endpoint's
+# delivery worker delivers them).
+LOG_OBSERVER = web.AppKey("log_observer", Observer)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -127,6 +131,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     app[S3_HANDLER] = handler
     app[PRINCIPALS] = principals
     app[OBJECT_READS] = website_reads(handler)
+    app[LOG_OBSERVER] = log_observer(delivery.take)
     app[FLUSH_LOGS] = delivery.flush
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").

@@ -43,7 +43,17 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, logs, metrics, tls
-from .app import OBJECT_READS, PRINCIPALS, RENDERER, STORE, alone, build_app, describe, sweep
+from .app import (
+    LOG_OBSERVER,
+    OBJECT_READS,
+    PRINCIPALS,
+    RENDERER,
+    STORE,
+    alone,
+    build_app,
+    describe,
+    sweep,
+)
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
 from .keyring import read_kms_keys
@@ -364,7 +374,7 @@ async def _start(
             ) from None
         await _serve_beside(app, console_app, console, settings, context, inflight)
     if website:
-        website_app = build_website(app[STORE], settings, app[OBJECT_READS])
+        website_app = build_website(app[STORE], settings, app[OBJECT_READS], app[LOG_OBSERVER])
         await _serve_beside(app, website_app, website, settings, context, inflight)
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a

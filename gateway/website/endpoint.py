@@ -21,10 +21,12 @@ from ..s3 import website
 from ..s3.errors import S3Error
 from ..s3.middleware import (
     BUCKET,
+    ERROR_CODE,
     HOST_ID,
     OPERATION,
     REQUEST_ID,
     TARGET,
+    Observer,
     S3Middleware,
     on_response_prepare,
 )
@@ -62,11 +64,14 @@ class ObjectReads(Protocol):
     ) -> web.StreamResponse: ...
 
 
-def build_website(store: Store, settings: Settings, reads: ObjectReads) -> web.Application:
+def build_website(
+    store: Store, settings: Settings, reads: ObjectReads, observe: Observer | None = None
+) -> web.Application:
     """The website endpoint's application: its requests counted, logged and given request
-    ids by the S3 middleware (which renders only what escapes the pages: an internal error)."""
+    ids by the S3 middleware (which renders only what escapes the pages: an internal error);
+    `observe`: their server access log records (WEBSITE.GET.OBJECT)."""
     site = Website(store, settings, reads)
-    handler = S3Middleware(site.handle, store.get_bucket)
+    handler = S3Middleware(site.handle, store.get_bucket, observe)
     app = web.Application()
     app.router.add_route("*", r"/{path:[\s\S]*}", handler)
     app.on_response_prepare.append(on_response_prepare)  # request ids, Server, CORS headers
@@ -98,6 +103,7 @@ class Website:
     def _page(
         self, request: web.Request, exc: S3Error, document_error: S3Error | None = None
     ) -> web.Response:
+        request[ERROR_CODE] = exc.code  # for the access log's records
         return error_page(
             exc, request[REQUEST_ID], request[HOST_ID], request.method, document_error
         )

@@ -506,3 +506,41 @@ def test_https_with_the_gateways_tls_settings(tmp_path):
             conn.close()
     finally:
         server.stop()
+
+
+def test_server_access_log_records_website_requests(tmp_path):
+    # One process: the flush (RGW's POST ?logging) writes what the process answering it holds.
+    server = GatewayProcess(
+        tmp_path / "data", None, "--workers", "1", "--website-address", "127.0.0.1:0"
+    ).start()
+    try:
+        found = _WEBSITE.search("".join(server.log))
+        assert found, server.log
+        s3 = server.client()
+        s3.create_bucket(Bucket="www-logged")
+        s3.create_bucket(Bucket="www-logs")
+        _public(s3, "www-logged")
+        s3.put_object(Bucket="www-logged", Key="index.html", Body=b"logged")
+        s3.put_bucket_website(
+            Bucket="www-logged", WebsiteConfiguration={"IndexDocument": {"Suffix": "index.html"}}
+        )
+        s3.put_bucket_logging(
+            Bucket="www-logged",
+            BucketLoggingStatus={
+                "LoggingEnabled": {"TargetBucket": "www-logs", "TargetPrefix": "log/"}
+            },
+        )
+        site = Site(server, found.group(1), s3, "www-logged", "")
+        assert site.get("/", host="www-logged").status == 200
+        assert site.get("/missing.html", host="www-logged", method="HEAD").status == 404
+        url = f"{server.url}/www-logged?logging"
+        reply = raw.send("POST", url, raw.sign("POST", url))
+        assert reply.status == 200, reply.body
+        written = re.search(rb"<FlushedLoggingObject>(.*)</FlushedLoggingObject>", reply.body)
+        assert written is not None and written[1], reply.body
+        text = s3.get_object(Bucket="www-logs", Key=written[1].decode())["Body"].read().decode()
+        assert 'WEBSITE.GET.OBJECT - "GET / HTTP/1.1" 200' in text
+        assert "WEBSITE.HEAD.OBJECT missing.html" in text
+        assert " 404 NoSuchKey " in text
+    finally:
+        server.stop()
