@@ -17,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests import raw
+from tests.integration.test_console import ALICE, USERS, Console, Session
 from tests.process import GatewayProcess
 
 DOMAIN = "web.test"
@@ -542,5 +543,49 @@ def test_server_access_log_records_website_requests(tmp_path):
         assert 'WEBSITE.GET.OBJECT - "GET / HTTP/1.1" 200' in text
         assert "WEBSITE.HEAD.OBJECT missing.html" in text
         assert " 404 NoSuchKey " in text
+    finally:
+        server.stop()
+
+
+def test_the_console_turns_a_bucket_website_on_and_off(tmp_path):
+    (tmp_path / "users.toml").write_text(USERS)
+    env = {
+        "S3GW_USERS": str(tmp_path / "users.toml"),
+        "S3GW_ACCESS_KEY": "",
+        "S3GW_SECRET_KEY": "",
+        "S3GW_CONSOLE_ADDRESS": "127.0.0.1:0",
+        "S3GW_WEBSITE_ADDRESS": "127.0.0.1:0",
+        "S3GW_WEBSITE_DOMAIN": DOMAIN,
+    }
+    server = GatewayProcess(tmp_path / "data", env).start()
+    try:
+        found = _WEBSITE.search("".join(server.log))
+        assert found, server.log
+        s3 = server.client(*ALICE)
+        s3.create_bucket(Bucket="www-console")
+        _public(s3, "www-console")
+        s3.put_object(Bucket="www-console", Key="home.html", Body=b"console home")
+        session = Session(Console(server), ALICE)
+        page = session.get("/bucket", name="www-console")[1]
+        assert "Website hosting is off." in page
+        # A suffix with a slash is refused as PutBucketWebsite refuses it; nothing is set.
+        status, page = session.act("/bucket/website", bucket="www-console", index="a/b.html")
+        assert status == 400 and "The IndexDocument Suffix is not well formed" in page
+        with pytest.raises(ClientError):
+            s3.get_bucket_website(Bucket="www-console")
+        status, page = session.act(
+            "/bucket/website", bucket="www-console", index="home.html", error="oops.html"
+        )
+        assert status == 200
+        port = found.group(1).rsplit(":", 1)[1]
+        assert f"Its address: http://www-console.{DOMAIN}:{port}/" in page
+        got = s3.get_bucket_website(Bucket="www-console")
+        assert got["IndexDocument"] == {"Suffix": "home.html"}
+        assert got["ErrorDocument"] == {"Key": "oops.html"}
+        site = Site(server, found.group(1), s3, "www-console", "")
+        assert site.get("/").body == b"console home"
+        status, page = session.act("/bucket/website", bucket="www-console", off="1")
+        assert status == 200 and "Website hosting is off." in page
+        assert site.get("/").headers["x-amz-error-code"] == "NoSuchWebsiteConfiguration"
     finally:
         server.stop()
