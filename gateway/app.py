@@ -20,11 +20,13 @@ from .notify.sns import TopicsApi
 from .replication import matching, remotes
 from .replication.copier import Replicator
 from .s3.context import FLUSH_LOGS
-from .s3.handler import on_response_prepare, s3_handler
+from .s3.handler import log_observer, on_response_prepare, s3_handler, website_reads
+from .s3.middleware import Observer
 from .s3.protocol import S3_HANDLER
 from .store import Store, StoreError, open_store
 from .store.blobs import FolderInUse, FolderLock
 from .users import load_users, read_users_file
+from .website import ObjectReads
 from .workers.lifecycle import LifecycleWorker
 from .workers.logdelivery import LogDelivery
 from .workers.notifications import NotificationWorker
@@ -36,6 +38,11 @@ RENDERER = web.AppKey("renderer", metrics.Renderer)
 # Who an access key is (the roots, and IAM's keys kept briefly): the console signs in and
 # acts through the same one, so a change made there counts at once for S3 on this worker.
 PRINCIPALS = web.AppKey("principals", Principals)
+# The S3 endpoint's reads of one object, through which the website endpoint serves its own.
+OBJECT_READS = web.AppKey("object_reads", ObjectReads)
+# What the website endpoint's requests record for server access logging (the S3 endpoint's
+# delivery worker delivers them).
+LOG_OBSERVER = web.AppKey("log_observer", Observer)
 
 
 async def _ignore_expect(request: web.Request) -> None:
@@ -129,6 +136,8 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     app[STORE] = store
     app[S3_HANDLER] = handler
     app[PRINCIPALS] = principals
+    app[OBJECT_READS] = website_reads(handler)
+    app[LOG_OBSERVER] = log_observer(delivery.take)
     app[FLUSH_LOGS] = delivery.flush
     # Health and metrics answer unsigned requests; a signed request to the same path is S3's
     # (a bucket may be called "health" or "metrics").

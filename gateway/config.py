@@ -70,6 +70,10 @@ class Settings:
     notify_retention: float = 604_800.0
     # The web console's HOST and PORT (None: no console).
     console: tuple[str, int] | None = None
+    # The website endpoint's HOST and PORT (None: none), and the domain whose BUCKET.DOMAIN
+    # names a bucket there (docs/website.md).
+    website: tuple[str, int] | None = None
+    website_domain: str | None = None
 
 
 # (flag, environment variable suffix, type, default, help)
@@ -111,6 +115,13 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         None,
         "HOST:PORT of the web console (docs/console.md), its own port; unset: no console",
     ),
+    (
+        "website-address",
+        str,
+        None,
+        "HOST:PORT of the static website endpoint (docs/website.md), its own port; unset: none",
+    ),
+    ("website-domain", str, None, "on the website endpoint, BUCKET.DOMAIN names the bucket"),
     ("region", str, "us-east-1", "the region this endpoint answers for"),
     ("domain", str, None, "serve virtual-hosted style too: BUCKET.DOMAIN names the bucket"),
     ("access-key", str, None, "access key of the gateway's user"),
@@ -494,6 +505,12 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
             if values["console-address"]
             else None
         ),
+        website=(
+            _address(values["website-address"], "website-address")
+            if values["website-address"]
+            else None
+        ),
+        website_domain=values["website-domain"] or None,
     )
 
 

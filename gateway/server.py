@@ -43,7 +43,17 @@ from typing import Any
 from aiohttp import web
 
 from . import digest, logs, metrics, tls
-from .app import PRINCIPALS, RENDERER, STORE, alone, build_app, describe, sweep
+from .app import (
+    LOG_OBSERVER,
+    OBJECT_READS,
+    PRINCIPALS,
+    RENDERER,
+    STORE,
+    alone,
+    build_app,
+    describe,
+    sweep,
+)
 from .config import Settings, StartError, setting_name
 from .console import build_console, missing_file
 from .keyring import read_kms_keys
@@ -52,6 +62,7 @@ from .s3.protocol import S3AppRunner  # S3's XML answers to what the HTTP parser
 from .store import StoreError
 from .store.blobs import FolderLock
 from .users import main_user, read_users_file
+from .website import build_website
 
 log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -81,6 +92,11 @@ def serve(settings: Settings) -> None:
             console = _listen(settings, settings.console, "console-address")
             listeners += console
             settings = replace(settings, console=(settings.console[0], console[0].getsockname()[1]))
+        if settings.website is not None:
+            # So do the website endpoint's.
+            website = _listen(settings, settings.website, "website-address")
+            listeners += website
+            settings = replace(settings, website=(settings.website[0], website[0].getsockname()[1]))
         _prepare_data(settings.data)
         _, _, generated = main_user(settings, create=True)
         context, cert = _tls(settings)
@@ -288,6 +304,8 @@ def _banner_lines(
         lines.insert(0, f"TLS certificate: {cert} (trust it with AWS_CA_BUNDLE={cert})")
     if settings.console is not None:
         lines.insert(-1, f"console on {scheme}://{_host_port(*settings.console)}")
+    if settings.website is not None:
+        lines.insert(-1, f"website endpoint on {scheme}://{_host_port(*settings.website)}")
     return lines
 
 
@@ -348,33 +366,19 @@ async def _start(
     app.middlewares.append(inflight.readiness)
     app.on_response_prepare.append(inflight.on_response_prepare)
     console = [s for s in listeners if _is_console(settings, s)]
-    listeners = [s for s in listeners if s not in console]
+    website = [s for s in listeners if _is_website(settings, s)]
+    listeners = [s for s in listeners if s not in console and s not in website]
     if console:
-        # The console's requests count as in flight too: a graceful stop waits for them.
         try:
             console_app = build_console(app[STORE], settings, app[RENDERER], app[PRINCIPALS])
         except (OSError, ValueError) as exc:  # its files, its key in the data folder
             raise StartError(
                 f"{setting_name('console-address')}: the console cannot start: {exc}"
             ) from None
-        console_app.middlewares.append(inflight.middleware)
-        console_app.on_response_prepare.append(inflight.on_response_prepare)
-        console_runner = web.AppRunner(
-            console_app,
-            access_log=None,
-            auto_decompress=False,
-            handle_signals=False,
-            shutdown_timeout=0.1,
-            keepalive_timeout=settings.idle_timeout,
-        )
-        await console_runner.setup()
-        for sock in console:
-            await web.SockSite(console_runner, sock, ssl_context=context, backlog=_BACKLOG).start()
-
-        async def stop_console(app: web.Application) -> None:
-            await console_runner.cleanup()
-
-        app.on_cleanup.insert(0, stop_console)  # before the store it uses is closed
+        await _serve_beside(app, console_app, console, settings, context, inflight)
+    if website:
+        website_app = build_website(app[STORE], settings, app[OBJECT_READS], app[LOG_OBSERVER])
+        await _serve_beside(app, website_app, website, settings, context, inflight)
     # lingering_time: after an answer sent before the body was read, aiohttp reads what the
     # client still sends for this long before closing; its 10 s default holds sockets (and a
     # graceful stop) for nothing. shutdown_timeout: what aiohttp's own shutdown grants a
@@ -403,6 +407,41 @@ async def _start(
     gc.collect()
     gc.freeze()
     return runner, inflight
+
+
+async def _serve_beside(
+    app: web.Application,
+    beside: web.Application,
+    sockets: list[socket.socket],
+    settings: Settings,
+    context: ssl.SSLContext | None,
+    inflight: InFlight,
+) -> None:
+    """An application on a port of its own in this process (the console, the website
+    endpoint). Its requests count as in flight too: a graceful stop waits for them.
+    auto_decompress off, as for S3: a body is what was sent."""
+    beside.middlewares.append(inflight.middleware)
+    beside.on_response_prepare.append(inflight.on_response_prepare)
+    runner = web.AppRunner(
+        beside,
+        access_log=None,
+        auto_decompress=False,
+        handle_signals=False,
+        shutdown_timeout=0.1,
+        keepalive_timeout=settings.idle_timeout,
+    )
+    await runner.setup()
+    for sock in sockets:
+        await web.SockSite(runner, sock, ssl_context=context, backlog=_BACKLOG).start()
+
+    async def stop(app: web.Application) -> None:
+        await runner.cleanup()
+
+    app.on_cleanup.insert(0, stop)  # before the store it uses is closed
+
+
+def _is_website(settings: Settings, sock: socket.socket) -> bool:
+    return settings.website is not None and sock.getsockname()[1] == settings.website[1]
 
 
 def _is_console(settings: Settings, sock: socket.socket) -> bool:

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from .. import limits
-from ..s3 import policy_context, sse, writes
+from ..s3 import policy_context, sse, website, writes
 from ..s3.authorize import (
     Access,
     acls_enabled,
@@ -50,6 +50,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/buckets", create_bucket)
     router.add_post("/buckets/delete", delete_bucket)
     router.add_get("/bucket", bucket_page)
+    router.add_post("/bucket/website", bucket_website)
     router.add_get("/object", object_page)
     router.add_get("/download", download)
     router.add_post("/object/delete", delete_object)
@@ -297,7 +298,115 @@ async def bucket_page(request: web.Request) -> web.Response:
         f"{'on' if bucket.object_lock else 'off'} · Default encryption: "
         f"{h(_encryption(bucket))}</p>"
     )
-    return _page(request, name, _crumbs(name, prefix) + status + search + table + more + upload)
+    site = _website_section(request, bucket) if _may(request, Op.GetBucketWebsite, bucket) else ""
+    return _page(
+        request, name, _crumbs(name, prefix) + status + search + table + more + upload + site
+    )
+
+
+# --- a bucket's website ------------------------------------------------------------------------
+
+
+def site_address(request: web.Request, bucket: str) -> str | None:
+    """Where the website endpoint serves `bucket` (docs/website.md): BUCKET.DOMAIN on its port
+    under --website-domain, else its own address with `Host: BUCKET` (a CNAME's way); None
+    without a website endpoint."""
+    settings = _console(request).settings
+    if settings.website is None:
+        return None
+    host, port = settings.website
+    scheme = "https" if request.secure else "http"
+    if settings.website_domain:
+        return f"{scheme}://{bucket}.{settings.website_domain}:{port}/"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}:{port}/ (with Host: {bucket})"
+
+
+def _website_section(request: web.Request, bucket: Bucket) -> str:
+    stored = bucket.settings.get(website.SETTING)
+    config = website.configuration_of(stored) if stored is not None else None
+    token = _csrf(request)
+    if config is None:
+        state = "<p>Website hosting is off.</p>"
+    elif config.redirect_all is not None:
+        target = config.redirect_all
+        state = (
+            f"<p>Every request is redirected to {h(target.protocol or 'http')}://"
+            f"{h(target.host_name or '')}.</p>"
+        )
+    else:
+        address = site_address(request, bucket.name)
+        state = (
+            f"<p>Website hosting is on: index document <code>{h(config.index_suffix or '')}"
+            "</code>"
+            + (
+                f", error document <code>{h(config.error_key)}</code>"
+                if config.error_key
+                else ", no error document"
+            )
+            + (f", {len(config.routing_rules)} routing rules" if config.routing_rules else "")
+            + ".</p>"
+            + (
+                f'<p id="site-address">Its address: {h(address)}</p>'
+                if address
+                else "<p>No website endpoint is running (--website-address).</p>"
+            )
+            + '<p class="hint">Only what anyone may read is served: lift the bucket\'s '
+            "public access block and allow s3:GetObject to everyone in its policy.</p>"
+        )
+    index = config.index_suffix if config is not None and config.index_suffix else "index.html"
+    error = config.error_key if config is not None and config.error_key else ""
+    edit = (
+        # Stacked: two labelled fields in a row overflow a phone's width.
+        f'<form method="post" action="/bucket/website" class="stack">{csrf_field(token)}'
+        f"{hidden('bucket', bucket.name)}"
+        f'<label>Index document <input name="index" value="{h(index)}" required></label>'
+        f'<label>Error document <input name="error" value="{h(error)}" '
+        'placeholder="error.html"></label>'
+        "<button>Save</button></form>"
+    )
+    off = (
+        form(
+            "/bucket/website",
+            token,
+            hidden("bucket", bucket.name) + hidden("off", "1"),
+            "Turn website hosting off",
+            True,
+        )
+        if config is not None
+        else ""
+    )
+    return f'<section aria-labelledby="site"><h2 id="site">Website</h2>{state}{edit}{off}</section>'
+
+
+async def bucket_website(request: web.Request) -> web.StreamResponse:
+    """Turn a bucket's website on with an index (and error) document, or off: as
+    PutBucketWebsite and DeleteBucketWebsite would be judged and checked."""
+    posted = await _posted(request)
+    name = posted.get("bucket", "")
+    store = _console(request).store
+    if posted.get("off") == "1":
+        await allowed(request, Op.DeleteBucketWebsite, name)
+        await store.set_bucket_setting(name, website.SETTING, None)
+        return redirect("/bucket?" + _query(name=name))
+    await allowed(request, Op.PutBucketWebsite, name)
+    error = posted.get("error", "").strip()
+    # Checked as PutBucketWebsite checks the document it would send (the suffix's rules).
+    document = website.render_configuration(
+        website.WebsiteConfiguration(
+            index_suffix=posted.get("index", "").strip(), error_key=error or None
+        )
+    )
+    config = website.parse_configuration(document)
+    bucket = await resolve_bucket(store, name)
+    stored = bucket.settings.get(website.SETTING)
+    if stored is not None:
+        # The routing rules set through the API are kept.
+        config = replace(config, routing_rules=website.configuration_of(stored).routing_rules)
+    await store.set_bucket_setting(
+        name, website.SETTING, website.render_configuration(config).decode()
+    )
+    return redirect("/bucket?" + _query(name=name))
 
 
 # --- one object --------------------------------------------------------------------------------

@@ -199,6 +199,12 @@ _OPERATION_NAMES = {
     "GetBucketPolicy": "REST.GET.BUCKETPOLICY",
     "PutBucketPolicy": "REST.PUT.BUCKETPOLICY",
     "DeleteBucketPolicy": "REST.DELETE.BUCKETPOLICY",
+    # The website endpoint's reads (gateway/website/): WEBSITE.<method>.OBJECT (LogFormat.html).
+    "WebsiteGetObject": "WEBSITE.GET.OBJECT",
+    "WebsiteHeadObject": "WEBSITE.HEAD.OBJECT",
+    "GetBucketWebsite": "REST.GET.WEBSITE",
+    "PutBucketWebsite": "REST.PUT.WEBSITE",
+    "DeleteBucketWebsite": "REST.DELETE.WEBSITE",
     "GetBucketCors": "REST.GET.CORS",
     "PutBucketCors": "REST.PUT.CORS",
     "DeleteBucketCors": "REST.DELETE.CORS",

@@ -67,6 +67,9 @@ class Context:
     # GetObject and HeadObject of the latest version: that version, read with the bucket
     # (None: not read, or the key has no object; the operation looks it up).
     latest: Latest = None
+    # The answer's status instead of the object's own 200: the website endpoint sends its
+    # error document with the error's status (gateway/website/).
+    status: int | None = None
 
     def __post_init__(self) -> None:
         # The dispatcher reads an object write's ACL headers (object_acl_for_write) without

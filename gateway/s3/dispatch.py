@@ -54,6 +54,7 @@ from .ops import (
     post,
     replication,
     tagging,
+    website,
 )
 from .ops import cors as cors_ops
 from .ops import policy as policy_ops
@@ -81,6 +82,7 @@ OPERATIONS: dict[str, Operation] = {
     **bucketlog.OPERATIONS,
     **notification.OPERATIONS,
     **replication.OPERATIONS,
+    **website.OPERATIONS,
 }
 # Reads of one object that take its latest version with the bucket (Dispatcher._bucket).
 _READS_LATEST = frozenset({Op.GetObject, Op.HeadObject})
@@ -102,6 +104,15 @@ def _acl_required(access: Access) -> bool:
     return not decide(
         dataclasses.replace(access, bucket=dataclasses.replace(access.bucket, settings=settings))
     )
+
+
+def _hide_missing(access: Access, latest: Latest) -> None:
+    """A read of a key with no object (`latest`, read with the bucket, is None) by a caller
+    who may read it but not list the bucket: AccessDenied, not NoSuchKey ("If you don't have
+    the s3:ListBucket permission, Amazon S3 returns an HTTP status code 403", GetObject in the
+    API reference): whether a key exists is the listing's to say."""
+    if latest is None and not decide(as_listing(access)):
+        raise S3Error("AccessDenied")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,6 +276,8 @@ class Dispatcher:
             except S3Error as exc:
                 await self._missing_instead(exc, access)
                 raise
+            if target.operation in _READS_LATEST and target.key and target.version_id is None:
+                _hide_missing(access, latest)
             if LOGGING in bucket.settings and _acl_required(access):
                 request[ACL_REQUIRED] = True
         owner, acl = None, None
@@ -287,6 +300,62 @@ class Dispatcher:
                 return bucket, latest
         # resolve_bucket says why there is none (NoSuchBucket, InvalidBucketName).
         return await resolve_bucket(self.store, target.bucket), None
+
+    # --- the website endpoint's reads (gateway/website/) ------------------------------------
+
+    async def judge_anonymous_read(self, request: web.Request, bucket: Bucket, key: str) -> Latest:
+        """May anyone read `key`? Judged by `authorize` as an anonymous GetObject (HeadObject)
+        of it, as the S3 endpoint judges one: Block Public Access, the bucket policy and the
+        ACLs decide. AccessDenied, or NoSuchKey where anyone may list the bucket; else the
+        key's latest version read with the bucket (None: it has no object)."""
+        found, latest = await self.store.get_bucket_and_object(bucket.name, key)
+        bucket = found or bucket
+        operation = Op.HeadObject if request.method == "HEAD" else Op.GetObject
+        obj = None
+        if needs_object(operation, bucket):
+            obj = latest[0].attrs if latest is not None else None
+        nobody = anonymous({})
+        access = Access(
+            nobody.user, operation, bucket, key, None, obj, conditions.lookup(request, nobody, obj)
+        )
+        try:
+            authorize(access)
+        except S3Error as exc:
+            await self._missing_instead(exc, access)
+            raise
+        _hide_missing(access, latest)
+        return latest
+
+    async def send_object(
+        self,
+        request: web.Request,
+        bucket: Bucket,
+        key: str,
+        latest: Latest,
+        status: int | None = None,
+    ) -> web.StreamResponse:
+        """GetObject (HeadObject) of a key `judge_anonymous_read` allowed, answered by the S3
+        endpoint's own operation: conditions, ranges, headers, sendfile. `status`: the
+        answer's status instead of 200 (a website's error document goes with its error's)."""
+        nobody = anonymous({})
+        operation = Op.HeadObject if request.method == "HEAD" else Op.GetObject
+        target = Endpoint(operation, bucket.name, key)
+        ctx = Context(
+            request=request,
+            endpoint=target,
+            user=nobody.user,
+            store=self.store,
+            settings=self.settings,
+            payload=Payload(request, nobody, read_timeout=self.settings.body_timeout),
+            users_by_id=self.users_by_id,
+            authenticator=self.auth,
+            bucket_record=bucket,
+            latest=latest,
+            status=status,
+        )
+        if target.operation == Op.HeadObject:
+            return await objects.head_object(ctx)
+        return await objects.get_object(ctx)
 
     async def _missing_instead(self, exc: S3Error, access: Access) -> None:
         """A refused read of an object that does not exist is NoSuchKey to a caller who may

@@ -95,6 +95,10 @@ CODES: dict[str, tuple[int, str]] = {
         "The list of parts was not in ascending order. Parts must be ordered by part number.",
     ),
     "InvalidRange": (416, "The requested range is not satisfiable"),
+    "InvalidRedirectLocation": (
+        400,
+        "The website redirect location must have a prefix of 'http://' or 'https://' or '/'.",
+    ),
     "InvalidRequest": (400, "Invalid Request"),
     # Temporary credentials (STS): a token that is not one of ours, or one past its time.
     "InvalidToken": (400, "The provided token is malformed or otherwise invalid."),
@@ -146,6 +150,10 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist"),
     "NoSuchTagSet": (404, "The TagSet does not exist"),
+    "NoSuchWebsiteConfiguration": (
+        404,
+        "The specified bucket does not have a website configuration",
+    ),
     "NoSuchPublicAccessBlockConfiguration": (
         404,
         "The public access block configuration was not found",

@@ -16,7 +16,7 @@ from .dispatch import OPERATIONS, Dispatcher, Services
 from .logrecords import Logged
 from .middleware import Handler, Observer, S3Middleware, on_response_prepare
 
-__all__ = ["OPERATIONS", "on_response_prepare", "s3_handler"]
+__all__ = ["OPERATIONS", "log_observer", "on_response_prepare", "s3_handler", "website_reads"]
 
 
 def s3_handler(
@@ -29,12 +29,22 @@ def s3_handler(
 ) -> Handler:
     """`deliver`: takes the server access log records each request makes (the log delivery
     worker's `take`); `keys` and `services`: IAM's (Dispatcher)."""
-    observe = None if deliver is None else _observer(deliver)
+    observe = None if deliver is None else log_observer(deliver)
     dispatcher = Dispatcher(store, settings, users, keys, services)
     return S3Middleware(dispatcher, store.get_bucket, observe)
 
 
-def _observer(deliver: Callable[[list[Logged]], None]) -> Observer:
+def website_reads(handler: Handler) -> Dispatcher:
+    """The dispatcher behind an `s3_handler`: the website endpoint reads objects through it
+    (Dispatcher.judge_anonymous_read, send_object), judged and sent as S3's GetObject."""
+    assert isinstance(handler, S3Middleware) and isinstance(handler.dispatch, Dispatcher)
+    return handler.dispatch
+
+
+def log_observer(deliver: Callable[[list[Logged]], None]) -> Observer:
+    """Hands the server access log records each answered request makes to `deliver` (the
+    S3 endpoint's, and the website endpoint's: WEBSITE.GET.OBJECT records)."""
+
     def observe(
         request: web.Request, response: web.StreamResponse, sent: int, seconds: float
     ) -> None:

@@ -192,7 +192,7 @@ def _object_size(request: web.Request, response: web.StreamResponse, operation: 
     if "/" in content_range:
         total = content_range.rsplit("/", 1)[1]
         return int(total) if total.isdigit() else None
-    if operation in ("GetObject", "HeadObject"):
+    if operation in ("GetObject", "HeadObject", "WebsiteGetObject", "WebsiteHeadObject"):
         # A streamed body's length is the response's, not a header set by hand.
         return response.content_length
     if operation in ("PutObject", "UploadPart", "PostObject"):

@@ -127,6 +127,11 @@ def user_metadata_value(value: str) -> str:
 def attrs_from_headers(headers: Mapping[str, str]) -> ObjectAttrs:
     """The metadata a PUT (or a copy with REPLACE) sets on an object."""
     stored = {name: headers[name] for name in STORED_HEADERS if name in headers}
+    redirect = stored.get("x-amz-website-redirect-location")
+    if redirect is not None and not redirect.startswith(("/", "http://", "https://")):
+        # AWS's error table (ErrorResponses.html): the website endpoint answers it as a
+        # Location, so it is a path of the site or an absolute URL.
+        raise S3Error("InvalidRedirectLocation")
     storage_class = headers.get("x-amz-storage-class")
     if storage_class is not None:
         if storage_class not in STORAGE_CLASSES:

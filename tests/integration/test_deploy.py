@@ -435,7 +435,11 @@ def test_image_and_compose_file_agree():
     # Published on loopback unless .env says otherwise: plain HTTP stays on this machine.
     published = [interpolate(str(p), {}) for p in service["ports"]]
     console = interpolate(service["environment"]["S3GW_CONSOLE_ADDRESS"], {}).rpartition(":")[2]
-    assert published == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{console}:{console}"]
+    assert published == [
+        f"127.0.0.1:{port}:{port}",
+        f"127.0.0.1:{console}:{console}",
+        "127.0.0.1:9002:9002",  # the website endpoint's, once S3GW_WEBSITE_ADDRESS is set
+    ]
     # A named volume (declared at the top level) at the data folder: `down` keeps it.
     named = yaml.safe_load(COMPOSE.read_text()).get("volumes") or {}
     mounts = [v.split(":") for v in service["volumes"] if isinstance(v, str)]
@@ -475,7 +479,7 @@ def test_documented_compose_exec_lines_work_without_a_terminal():
 
 # Variables of the compose file itself (where the port is published, the volume's name),
 # never passed to the gateway.
-COMPOSE_ONLY = {"S3GW_PUBLISH", "S3GW_CONSOLE_PUBLISH", "S3GW_VOLUME"}
+COMPOSE_ONLY = {"S3GW_PUBLISH", "S3GW_CONSOLE_PUBLISH", "S3GW_WEBSITE_PUBLISH", "S3GW_VOLUME"}
 
 
 def _variables_read_by_the_gateway() -> set[str]:
@@ -558,6 +562,25 @@ def test_the_console_port_is_published_where_its_setting_says():
     # empty turns the console off.
     assert interpolate(setting, {"S3GW_CONSOLE_ADDRESS": "127.0.0.1:9001"}) == "127.0.0.1:9001"
     assert interpolate(setting, {"S3GW_CONSOLE_ADDRESS": ""}) == ""
+
+
+def test_the_website_port_is_published_where_its_setting_says():
+    # Off by default (the gateway's own default); 0.0.0.0:9002 in .env serves it on the
+    # published port, in the single gateway's file and through the cluster's HAProxy.
+    service = read_compose()
+    setting = service["environment"]["S3GW_WEBSITE_ADDRESS"]
+    assert interpolate(setting, {}) == ""
+    assert interpolate(setting, {"S3GW_WEBSITE_ADDRESS": "0.0.0.0:9002"}) == "0.0.0.0:9002"
+    published = [
+        interpolate(str(p), {"S3GW_WEBSITE_PUBLISH": "0.0.0.0:9102"}) for p in service["ports"]
+    ]
+    assert "0.0.0.0:9102:9002" in published, published
+    haproxy = yaml.safe_load(CLUSTER.read_text())["services"]["haproxy"]
+    assert "${S3GW_WEBSITE_PUBLISH:-127.0.0.1:9002}:9002" in haproxy["ports"]
+    lines = _haproxy_lines()
+    assert "bind :9002" in lines
+    servers = [line for line in lines if line.startswith("server ") and ":9002" in line]
+    assert len(servers) == 3 and all("check port 9000" in line for line in servers), servers
 
 
 # --- the cluster file and its load balancer --------------------------------------------------

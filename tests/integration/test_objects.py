@@ -286,7 +286,7 @@ def test_expect_values_other_than_continue_are_ignored(gateway, bucket):
 
 
 def test_unknown_operation_is_not_implemented(gateway, bucket):
-    reply = raw.signed("GET", f"{gateway.url}/{bucket}?website")
+    reply = raw.signed("GET", f"{gateway.url}/{bucket}?analytics")
     assert reply.status == 501
     assert reply.code == "NotImplemented"
     assert reply.headers["x-amz-request-id"]

@@ -102,6 +102,21 @@ def test_the_modules_were_read() -> None:
             ),
             (),
         ),
+        # The website endpoint reads through the dispatcher's reads, handed to it (app.py):
+        # never an operation's code, the dispatcher itself, an adapter or the blob files.
+        (
+            "gateway.website",
+            (
+                "gateway.s3.ops",
+                "gateway.s3.dispatch",
+                "gateway.store.sqlite",
+                "gateway.store.postgres",
+                "gateway.store.blobs",
+                "sqlite3",
+                "os",
+            ),
+            (),
+        ),
         # Notifications: configuration, records, matching and the networks bound are pure
         # (no HTTP), so the outbox's consumer and every door can use them; the sender and the
         # SNS API sit in modules of their own. No adapter either way.

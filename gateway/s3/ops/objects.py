@@ -271,7 +271,7 @@ async def _send_object(
     requested = _requested_part(ctx, obj, headers)
     if requested is None:
         requested = parse_range(ctx.headers.get("Range"), obj.size)
-    status = 200
+    status = ctx.status or 200
     start, length = 0, obj.size
     if ctx.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED":
         # A checksum describes what it was computed over: the whole object, or a part of
