@@ -15,6 +15,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.reliability.harness import CrashableGateway
+from tests.seaweed import ACCESS_KEY as SEAWEED_KEY
+from tests.seaweed import SECRET_KEY as SEAWEED_SECRET
+from tests.seaweed import SeaweedServer
 from tests.server import GatewayProcess
 
 WAIT = 60.0  # seconds a test waits for a copy
@@ -312,3 +316,101 @@ def test_a_rule_another_account_may_not_use_fails(server: GatewayProcess, tmp_pa
     server.allow(r"replication: .* failed: versioning is not enabled")
     s3.put_object(Bucket="src-denied", Key="k", Body=b"v")
     _until_status(s3, "src-denied", "k", "FAILED")
+
+
+@pytest.fixture(scope="module")
+def seaweed() -> Iterator[SeaweedServer]:
+    server = SeaweedServer().start()
+    yield server
+    server.close()
+
+
+def test_a_foreign_s3_gets_the_copies(
+    seaweed: SeaweedServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """SeaweedFS (another implementation of S3) as the destination: same bytes, metadata,
+    tags and ETags, a multipart object's `-N` one too."""
+    seaweed.bucket("offsite")
+    folder = tmp_path_factory.mktemp("to-seaweed")
+    (folder / "remotes.toml").write_text(
+        f"""
+[[remote]]
+bucket_arn = "arn:aws:s3:::offsite"
+endpoint = "{seaweed.endpoint}"
+region = "us-east-1"
+access_key = "{SEAWEED_KEY}"
+secret_key = "{SEAWEED_SECRET}"
+"""
+    )
+    gateway = GatewayProcess(
+        folder / "data", {"S3GW_REPLICATION_REMOTES": str(folder / "remotes.toml")}
+    ).start()
+    try:
+        s3, far = gateway.client(), seaweed.client()
+        _versioned(s3, "src-sw")
+        _replicate(s3, "src-sw", _rule("all", "offsite"))
+        put = s3.put_object(
+            Bucket="src-sw", Key="dir/a.txt", Body=b"hello", Metadata={"k": "v"}, Tagging="t=1"
+        )
+        done = _multipart(s3, "src-sw", "big", [b"p" * 5 * 1024**2, b"q" * 10])
+        for key in ("dir/a.txt", "big"):
+            _until_status(s3, "src-sw", key, "COMPLETED")
+        copy = far.get_object(Bucket="offsite", Key="dir/a.txt")
+        assert copy["Body"].read() == b"hello"
+        assert copy["ETag"] == put["ETag"] and copy["Metadata"] == {"k": "v"}
+        tags = far.get_object_tagging(Bucket="offsite", Key="dir/a.txt")["TagSet"]
+        assert tags == [{"Key": "t", "Value": "1"}]
+        big = far.get_object(Bucket="offsite", Key="big")
+        assert big["Body"].read() == b"p" * 5 * 1024**2 + b"q" * 10
+        assert big["ETag"] == done["ETag"]
+    finally:
+        gateway.stop()
+
+
+def test_nothing_is_lost_across_a_crash(
+    tmp_path: Path, catalog: str | None, remote: GatewayProcess
+) -> None:
+    """The destination down while versions are written, the source SIGKILLed and started
+    again, the destination back: every version is copied, and says COMPLETED."""
+    suffix = "pg" if catalog else "lite"
+    far, bucket = f"far-crash-{suffix}", f"src-crash-{suffix}"
+    remotes = tmp_path / "remotes.toml"
+    remotes.write_text(
+        f"""
+[[remote]]
+bucket_arn = "arn:aws:s3:::{far}"
+endpoint = "{remote.url}"
+region = "us-east-1"
+access_key = "{remote.env["S3GW_ACCESS_KEY"]}"
+secret_key = "{remote.env["S3GW_SECRET_KEY"]}"
+"""
+    )
+    _versioned(remote.client(), far)
+    gateway = CrashableGateway(
+        tmp_path / "data",
+        {"S3GW_WORKERS": "1", "S3GW_REPLICATION_REMOTES": str(remotes)},
+        catalog=catalog,
+    )
+    gateway.start()
+    gateway.allow(rf"replication: arn:aws:s3:::{far}")
+    try:
+        s3 = gateway.client()
+        _versioned(s3, bucket)
+        _replicate(s3, bucket, _rule("all", far))
+        remote.stop()
+        try:
+            keys = [f"{bucket}/k{n}" for n in range(8)]
+            versions = {
+                k: s3.put_object(Bucket=bucket, Key=k, Body=k.encode())["VersionId"] for k in keys
+            }
+            gateway.crash()
+            gateway.start()
+        finally:
+            remote.start()
+        s3 = gateway.client()  # its new address
+        for key, version_id in versions.items():
+            _until_status(s3, bucket, key, "COMPLETED", version_id)
+            got = remote.client().get_object(Bucket=far, Key=key)["Body"].read()
+            assert got == key.encode()
+    finally:
+        gateway.stop()
