@@ -86,6 +86,8 @@ SERVERS = (
     "gateway_iam_user",
     "gateway_versioned",
     "gateway_log_off",
+    "gateway_notified",
+    "gateway_replicated",
     "gateway_pg_1_node",
     "gateway_pg_2_nodes",
     "SeaweedFS",
@@ -95,8 +97,20 @@ SERVERS = (
 # check); gateway_iam_user: the requests signed with an IAM user's key (its identity policy
 # judged for every request, the key kept for --iam-cache-seconds), not the account root's;
 # gateway_versioned: versioning enabled; gateway_log_off: S3GW_LOG_LEVEL=warning, no
-# access log (the only configuration not at the defaults: the log's cost).
-SMALL_ONLY = ("gateway_policy", "gateway_iam_user", "gateway_versioned", "gateway_log_off")
+# access log (the only configuration not at the defaults: the log's cost). gateway_notified:
+# every object created in the buckets is an event for a webhook topic (a receiver process that
+# answers 200), written in the outbox with the PUT and delivered by the worker (issue 41);
+# gateway_replicated: versioning and a replication rule to another bucket of the same gateway,
+# each PUT's version copied (its metadata, no byte) by the worker (issue 42): compare it with
+# gateway_versioned.
+SMALL_ONLY = (
+    "gateway_policy",
+    "gateway_iam_user",
+    "gateway_versioned",
+    "gateway_log_off",
+    "gateway_notified",
+    "gateway_replicated",
+)
 TRIVIAL = "trivial"
 LABELS = {
     "gateway_1_worker": "gateway 1w",
@@ -106,6 +120,8 @@ LABELS = {
     "gateway_iam_user": "gw IAM user",
     "gateway_versioned": "gw versioned",
     "gateway_log_off": "gw log off",
+    "gateway_notified": "gw notified",
+    "gateway_replicated": "gw replicated",
     "gateway_pg_1_node": "PG 1 node",
     "gateway_pg_2_nodes": "PG 2 nodes",
     "SeaweedFS": "SeaweedFS",
@@ -170,6 +186,10 @@ TARGETS: dict[str, tuple[str, float]] = {
     "copy_object_largest_vs_1mib": ("<=", 1.5),
     "upload_part_copy_largest_vs_1mib": ("<=", 1.5),
     "complete_large_vs_small": ("<=", 1.5),
+    # Issues 41, 42 and 45: a bucket's notifications and replication within 1.2x of the plain
+    # row's server CPU per small PUT.
+    "notified_put_cpu_vs_plain": ("<=", 1.2),
+    "replicated_put_cpu_vs_plain": ("<=", 1.2),
     # Issue 18: encryption's cost.
     "sse_large_put_vs_ceiling": (">=", 0.8),
     "sse_put_c64_vs_plain": (">=", 0.85),
@@ -472,11 +492,91 @@ def _iam_user(server: Server) -> None:
     server.signer = loadgen.Signer(server.endpoint, key["AccessKeyId"], key["SecretAccessKey"])
 
 
+_RECEIVER = """
+import http.server, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def _notified(server: Server) -> None:
+    """A webhook topic (at a receiver process that answers 200) for every object created in
+    the buckets: each PUT writes an outbox row that the worker delivers."""
+    import boto3
+
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True
+    )
+    assert receiver.stdout is not None
+    port = int(receiver.stdout.readline())
+    stop = server.stop
+
+    def stop_both() -> None:
+        stop()
+        receiver.terminate()
+        receiver.wait()
+
+    server.stop = stop_both
+    sns = boto3.client(
+        "sns", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+    )  # fmt: skip
+    arn = sns.create_topic(
+        Name="bench", Attributes={"push-endpoint": f"http://127.0.0.1:{port}/events"}
+    )["TopicArn"]
+    document = (
+        "<NotificationConfiguration><TopicConfiguration><Id>bench</Id>"
+        f"<Topic>{arn}</Topic><Event>s3:ObjectCreated:*</Event>"
+        "</TopicConfiguration></NotificationConfiguration>"
+    ).encode()
+    client = loadgen.Client(server.signer, timeout=10)
+    for bucket in ("bench", "bench-list"):
+        _check(client.request("PUT", f"/{bucket}?notification", document), f"notifying {bucket}")
+    client.close()
+
+
+def _replicated(server: Server) -> None:
+    """Versioning on the buckets and a rule copying every version to a bucket of the same
+    gateway: each PUT writes an outbox row, and the worker a replica (metadata only)."""
+    client = loadgen.Client(server.signer, timeout=10)
+    for bucket in ("bench", "bench-list", "bench-replica"):
+        if bucket == "bench-replica":
+            _check(client.request("PUT", f"/{bucket}"), "creating the replicas' bucket")
+        response = client.request("PUT", f"/{bucket}?versioning", _VERSIONING_ENABLED)
+        _check(response, f"versioning {bucket}")
+    rule = (
+        b"<ReplicationConfiguration><Role>arn:aws:iam::123456789012:role/bench</Role><Rule>"
+        b"<ID>all</ID><Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix>"
+        b"</Filter><DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
+        b"<Destination><Bucket>arn:aws:s3:::bench-replica</Bucket></Destination></Rule>"
+        b"</ReplicationConfiguration>"
+    )
+    _check(client.request("PUT", "/bench?replication", rule), "replicating bench")
+    client.close()
+
+
 def _configure_buckets(server: Server) -> None:
     """What the configuration names, on both buckets before anything is put in them: SSE-S3
-    as their default encryption, versioning, or a bucket policy; or the IAM user who signs."""
+    as their default encryption, versioning, or a bucket policy; or the IAM user who signs;
+    or notifications, or replication."""
     if server.name == "gateway_iam_user":
         _iam_user(server)
+        return
+    if server.name == "gateway_notified":
+        _notified(server)
+        return
+    if server.name == "gateway_replicated":
+        _replicated(server)
         return
     client = loadgen.Client(server.signer, timeout=10)
     for bucket in ("bench", "bench-list"):
@@ -1172,6 +1272,18 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
                     get(TRIVIAL, workload, "server_cpu_us_per_op"),
                 )
             )
+    # What a bucket's notifications and replication add to a small PUT (issues 41, 42, 45),
+    # against the same configuration without them.
+    for one, base in (("gateway_notified", "gateway_1_worker"),
+                      ("gateway_replicated", "gateway_versioned")):  # fmt: skip
+        ratios.append(
+            _ratio(
+                f"server CPU per 4 KiB PUT c64 {LABELS[one]} / {LABELS[base]}",
+                f"{one.removeprefix('gateway_')}_put_cpu_vs_plain",
+                get(one, "put_c64", "server_cpu_us_per_op"),
+                get(base, "put_c64", "server_cpu_us_per_op"),
+            )
+        )
     ran = _gateways(result)
     present = [n for n in ("gateway_2_workers", "gateway_1_worker") if n in ran]
     if not present:

@@ -76,6 +76,9 @@ class GatewayProcess:
             # No load balancer watches these gateways: a stop needs no drain (a test of the
             # drain sets its own).
             "S3GW_DRAIN_SECONDS": "0",
+            # Its temporary files (the metrics' folder, which a SIGKILLed gateway cannot
+            # remove) beside its data, in the test's own folder, not the machine's /tmp.
+            "TMPDIR": str(data.parent),
             **(env or {}),
         }
         self.args = args

@@ -68,8 +68,10 @@ class SeaweedServer:
         s3 = _free_pair()
         master, volume, filer = _free_pair(), _free_pair(), _free_pair()
         argv = [
-            weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            "-s3", f"-s3.port={s3}", f"-s3.config={config}", f"-master.port={master}",
+            # Its logs in its folder (glog writes them to /tmp otherwise, and keeps them).
+            weed, f"-logdir={self.folder}", "server", f"-dir={data}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", "-s3", f"-s3.port={s3}", f"-s3.config={config}",
+            f"-master.port={master}",
             f"-volume.port={volume}", f"-filer.port={filer}", "-master.volumeSizeLimitMB=64",
             "-volume.max=0", "-volume.preStopSeconds=0", "-s3.port.iceberg=0", "-s3.port.lance=0",
         ]  # fmt: skip
