@@ -160,3 +160,18 @@ def test_mistakes_are_one_line_and_status_2(
     assert done.returncode == 2
     assert done.stderr == f"s3gw replicate resync: {line}\n"
     assert done.stdout == ""
+
+
+def test_queued_while_stopped_copied_at_the_next_start(fresh_gateway: GatewayProcess) -> None:
+    s3 = fresh_gateway.client()
+    _versioned(s3, "cold-src", "cold-dst")
+    vid = s3.put_object(Bucket="cold-src", Key="k", Body=b"cold")["VersionId"]
+    _replicate(s3, "cold-src", ("all", "", "cold-dst"))
+    fresh_gateway.stop()
+    done = fresh_gateway.s3gw("replicate", "resync", "cold-src")
+    assert done.returncode == 0, done.stderr
+    assert "queued 1, already replicated 0, skipped 0" in done.stdout
+    fresh_gateway.start()
+    s3 = fresh_gateway.client()
+    _until_completed(s3, "cold-src", "k", vid)
+    assert _versions(s3, "cold-dst") == [("k", vid)]
