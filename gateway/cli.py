@@ -91,8 +91,10 @@ def _replicate(args: argparse.Namespace) -> int:
     from .store import has_catalog, open_store
 
     tty = sys.stderr.isatty()
+    latest: list[Summary] = []
 
     def progress(summary: Summary) -> None:
+        latest[:] = [summary]
         # A one-line counter on a terminal, redrawn every 100 versions; nothing in a log.
         if tty and summary.seen % 100 == 0:
             print(f"\r{summary.render()}", end="", file=sys.stderr, flush=True)
@@ -122,6 +124,13 @@ def _replicate(args: argparse.Namespace) -> int:
     except (ResyncError, StoreError, config.StartError) as exc:
         print(f"s3gw replicate resync: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Each version was queued in its own transaction: what is done stays done.
+        done = f" ({latest[0].render()})" if latest else ""
+        print(
+            f"\ns3gw replicate resync: interrupted{done}; run it again to resume", file=sys.stderr
+        )
+        return 130
     finally:
         if tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
