@@ -1,5 +1,6 @@
-"""Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck`, `s3gw migrate` and
-`s3gw keys`. (The benchmarks are the repository's `python -m bench`, not shipped.)"""
+"""Command line: `s3gw serve`, `s3gw credentials`, `s3gw fsck`, `s3gw migrate`,
+`s3gw replicate` and `s3gw keys`. (The benchmarks are the repository's `python -m bench`,
+not shipped.)"""
 
 from __future__ import annotations
 
@@ -82,6 +83,61 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replicate(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .replication import matching
+    from .replication.resync import ResyncError, Summary, resync
+    from .store import has_catalog, open_store
+
+    tty = sys.stderr.isatty()
+    latest: list[Summary] = []
+
+    def progress(summary: Summary) -> None:
+        latest[:] = [summary]
+        # A one-line counter on a terminal, redrawn every 100 versions; nothing in a log.
+        if tty and summary.seen % 100 == 0:
+            print(f"\r{summary.render()}", end="", file=sys.stderr, flush=True)
+
+    async def run(settings: config.Settings) -> Summary:
+        # Shared, as a gateway's workers hold the folder: a resync writes catalog rows only,
+        # never a blob, so it runs beside a gateway serving it (fsck's exclusive hold is for
+        # blobs being published, which a resync does not touch).
+        store = open_store(
+            settings.data,
+            shared=True,
+            io_threads=2,
+            catalog_url=settings.catalog,
+            blobs=tiers.blob_store(settings),
+        )
+        try:
+            store.replicas = matching.replicas
+            return await resync(store, args.bucket, args.rule, progress)
+        finally:
+            store.close()
+
+    try:
+        settings = config.settings_from(args)
+        if settings.catalog in (None, "sqlite") and not has_catalog(settings.data):
+            raise config.StartError(f"{settings.data} holds no catalog")
+        summary = asyncio.run(run(settings))
+    except (ResyncError, StoreError, config.StartError) as exc:
+        print(f"s3gw replicate resync: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        # Each version was queued in its own transaction: what is done stays done.
+        done = f" ({latest[0].render()})" if latest else ""
+        print(
+            f"\ns3gw replicate resync: interrupted{done}; run it again to resume", file=sys.stderr
+        )
+        return 130
+    finally:
+        if tty:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+    print(summary.render())
+    return 0
+
+
 def _keys(args: argparse.Namespace) -> int:
     from .store.crypto import rotate_master
 
@@ -128,6 +184,19 @@ def main(argv: list[str] | None = None) -> None:
     move.add_argument(
         "--sample", type=_positive, default=100, help="objects read back through both catalogs"
     )
+    replicate = commands.add_parser(
+        "replicate", help="bucket replication: `replicate resync` queues existing objects"
+    )
+    actions = replicate.add_subparsers(dest="action", required=True)
+    resync = actions.add_parser(
+        "resync",
+        help="queue a bucket's existing versions for its replication rules",
+        description="Queue a bucket's existing versions for its replication rules (those not "
+        "COMPLETED yet); a gateway serving the folder, or the next one started, copies them.",
+    )
+    config.add_options(resync, only=FSCK_OPTIONS)
+    resync.add_argument("bucket", help="the source bucket")
+    resync.add_argument("--rule", default=None, help="only this rule's ID")
     keys = commands.add_parser("keys", help="encryption keys: `keys rotate` the master key")
     keys.add_argument("action", choices=["rotate"])
     keys.add_argument("--data", default=config.env_default("data"), help="data folder")
@@ -141,6 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "migrate":
         os.umask(PRIVATE)
         raise SystemExit(_migrate(args))
+    if args.command == "replicate":
+        os.umask(PRIVATE)
+        raise SystemExit(_replicate(args))
     try:
         settings = config.settings_from(args)
         if args.command == "serve":

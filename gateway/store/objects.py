@@ -38,6 +38,8 @@ from .reader import ObjectReader
 
 # The lifecycle worker's deletions: AWS's records name the service as their principal.
 LIFECYCLE = Origin(principal="s3.amazonaws.com", source_ip="s3.amazonaws.com")
+# A resync's rows (`s3gw replicate resync`): the operator's, on the gateway's host.
+RESYNC = Origin(principal="s3gw replicate resync")
 
 
 class Objects(StoreCore):
@@ -336,6 +338,44 @@ class Objects(StoreCore):
             return None
         except versions.DeleteMarker:
             return None  # a delete marker shows no status (a HEAD of one is 405)
+
+    async def requeue_replication(
+        self, bucket: str, key: str, version_id: str, rule_id: str | None = None
+    ) -> str:
+        """Queue an existing version for the bucket's replication rules that apply to it now
+        (only `rule_id` if given), as if it had just been written: its status PENDING and an
+        outbox row of an ObjectCreated:Put naming those rules, in one transaction, so the
+        notifications worker copies it as it copies new versions. outbox.QUEUED, REPLICATED
+        (its copies are made) or SKIPPED (no rule copies it, or it is gone or a delete
+        marker): outbox.requeued says which."""
+
+        async def commit(tx: CatalogTx) -> str:
+            record = await require_bucket(tx, bucket)
+            version = await versions.find(tx, bucket, key, version_id)
+            if version is None or version.delete_marker:
+                return outbox.SKIPPED
+            fired = self.fired(record, outbox.PUT, key, version.attrs.tags)
+            sse_c = version.attrs.sse_key is not None
+            outcome, targets = outbox.requeued(version.attrs.replication, sse_c, fired, rule_id)
+            if outcome != outbox.QUEUED:
+                return outcome
+            pending = replace(version.attrs, replication="PENDING")
+            await tx.update_version(replace(version, attrs=pending))
+            await outbox.record(
+                tx,
+                targets,
+                record,
+                key,
+                outbox.PUT,
+                RESYNC,
+                time.time_ns(),
+                version.version_id,
+                version.size,
+                version.etag,
+            )
+            return outcome
+
+        return await self._write(commit)
 
     async def copy_object(
         self,

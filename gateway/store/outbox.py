@@ -63,6 +63,29 @@ def is_replication(target: tuple[str, str]) -> bool:
     return target[1].startswith(BUCKET_ARN)
 
 
+# What a resync (`s3gw replicate resync`) does with an existing version.
+QUEUED = "queued"
+REPLICATED = "replicated"
+SKIPPED = "skipped"
+
+
+def requeued(
+    status: str | None, sse_c: bool, fired: Sequence[tuple[str, str]], rule_id: str | None
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Whether a resync queues an existing version again, and for which replication rules:
+    `fired` is what a new write of it would reach now, `rule_id` the one rule asked for (None:
+    every rule). Queued unless no rule applies to it (nor to an SSE-C object, whose key the
+    gateway never has, nor to a replica: S3 Batch Replication's "eligible" objects), or its
+    copies are made already (COMPLETED); PENDING and FAILED versions are queued again, as
+    Batch Replication retries them."""
+    targets = tuple(t for t in fired if is_replication(t) and (rule_id is None or t[0] == rule_id))
+    if not targets or sse_c or status == "REPLICA":
+        return SKIPPED, ()
+    if status == "COMPLETED":
+        return REPLICATED, ()
+    return QUEUED, targets
+
+
 def fired(
     bucket: Bucket,
     destinations: Destinations | None,

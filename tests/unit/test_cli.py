@@ -88,8 +88,8 @@ def _flags(help_text: str) -> set[str]:
 
 def test_each_command_lists_only_its_own_flags_in_its_help():
     helps = {}
-    for command in ("serve", "credentials", "fsck", "migrate", "keys"):
-        out = run(command, "--help")
+    for command in ("serve", "credentials", "fsck", "migrate", "replicate resync", "keys"):
+        out = run(*command.split(), "--help")
         assert out.returncode == 0, out.stderr
         helps[command] = _flags(out.stdout)
     # credentials reads where the keys are and the region it exports, nothing of serving.
@@ -115,6 +115,8 @@ def test_each_command_lists_only_its_own_flags_in_its_help():
     }
     assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
     assert helps["keys"] == {"--help", "--data"}
+    # resync opens the folder as fsck does (its catalog and blob tier), and names a rule.
+    assert helps["replicate resync"] == helps["fsck"] - {"--deep", "--repair"} | {"--rule"}
 
 
 def test_credentials_takes_its_own_flags_and_no_serving_flag(tmp_path):

@@ -53,3 +53,24 @@ def test_facts_round_trip() -> None:
     assert outbox.Facts.from_json(facts.to_json()) == facts
     removal = outbox.Facts("o", "", "", "", "", None, None, ())
     assert outbox.Facts.from_json(removal.to_json()) == removal
+
+
+_TOPIC = ("jpg", "arn:aws:sns:us-east-1:a:t")
+_LOGS = ("logs", "arn:aws:s3:::offsite")
+_ALL = ("all", "arn:aws:s3:::backup")
+
+
+def test_a_resync_queues_what_a_rule_copies_and_is_not_copied_yet() -> None:
+    fired = (_TOPIC, _LOGS, _ALL)
+    # Never copied, pending or failed: queued for the rules only, never to notifications.
+    for status in (None, "PENDING", "FAILED"):
+        assert outbox.requeued(status, False, fired, None) == (outbox.QUEUED, (_LOGS, _ALL))
+    assert outbox.requeued(None, False, fired, "all") == (outbox.QUEUED, (_ALL,))
+    # Copied already.
+    assert outbox.requeued("COMPLETED", False, fired, None) == (outbox.REPLICATED, ())
+    # Not the rules' to copy: none applies (or not the one asked for), SSE-C, a replica.
+    assert outbox.requeued(None, False, (_TOPIC,), None) == (outbox.SKIPPED, ())
+    assert outbox.requeued(None, False, fired, "other") == (outbox.SKIPPED, ())
+    assert outbox.requeued(None, True, fired, None) == (outbox.SKIPPED, ())
+    assert outbox.requeued("REPLICA", False, fired, None) == (outbox.SKIPPED, ())
+    assert outbox.requeued("COMPLETED", False, (), None) == (outbox.SKIPPED, ())
