@@ -73,7 +73,8 @@ async def topics_page(request: web.Request) -> web.Response:
         arns = [str(t["TopicArn"]) for t in listed.get("Topics", [])]
         rows = [await _row(request, arn, token) for arn in arns]
         table = (
-            '<div class="scroll"><table id="topics"><caption>Topics</caption><thead><tr>'
+            '<div class="scroll"><table id="topics"><caption>Your account\'s topics</caption>'
+            "<thead><tr>"
             "<th>Name</th><th>ARN</th><th>Endpoint</th><th>Attributes</th><th></th></tr>"
             f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
             if rows
@@ -88,7 +89,7 @@ async def topics_page(request: web.Request) -> web.Response:
  endpoint's TLS certificate</span></label>
 <label><span><input type="checkbox" name="persistent" value="true"> Persistent (NATS:
  through JetStream)</span></label>
-<label>Other attributes, one <code>name=value</code> a line
+<label><span>Other attributes, one <code>name=value</code> a line</span>
  <textarea name="attributes" rows="3" spellcheck="false"
  placeholder="amqp-exchange=events"></textarea></label>
 <button>Create topic</button></form>

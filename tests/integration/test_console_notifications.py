@@ -4,19 +4,24 @@ a topic made in the console is boto3's `sns` client's, and one deleted there is 
 user refused sns:CreateTopic and sns:DeleteTopic by its policy is refused them in the console
 too; an endpoint's secrets never on a page; a bucket's configuration shown with its
 destination's backlog, which grows while the destination refuses and falls back to 0 once it
-takes its records."""
+takes its records. And in a real browser (headless Chromium): a topic made by clicking, and
+both pages at a phone's width without horizontal scrolling.
+
+S3GW_CONSOLE_SCREENSHOTS=DIR saves the Topics screenshot of docs/console.md into DIR."""
 
 from __future__ import annotations
 
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.integration.test_console import ALICE, Console, Session
+from tests.integration.test_console import ALICE, Console, Session, _shoot, _sign_in, _text
 from tests.integration.test_console_iam import ALICE_NUMBER, _name, client, policy, start
 from tests.integration.test_notification_delivery import Receiver
+from tests.webdriver import Browser, browser_for_test
 
 WAIT = 90.0  # seconds for the worker's backoff (at most 10 s) and a delivery
 
@@ -185,3 +190,55 @@ def test_a_buckets_configuration_and_its_destinations_backlog(
     _wait_for_backlog(alice, bucket, arn, "0")
     delivered = {r["s3"]["object"]["key"] for r in receiver.records(path)}
     assert delivered == {"logs/0", "logs/1", "logs/2"}
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    opened = browser_for_test()
+    opened.set_size(1280, 900)
+    yield opened
+    opened.close()
+
+
+def _overflow(browser: Browser) -> Any:
+    return browser.run(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"
+    )
+
+
+def test_topics_in_a_browser_and_at_a_phones_width(console: Console, browser: Browser) -> None:
+    s3 = client(console, "s3", ALICE)
+    bucket, topic = _name("phone"), _name("clicked-with-a-long-name-for-a-narrow-screen")
+    arn = f"arn:aws:sns:us-east-1:{ALICE_NUMBER}:{topic}"
+    _sign_in(browser, console, ALICE)
+    browser.get(console.url + "/topics")
+    browser.type("input[name=name]", topic)
+    browser.type("input[name=endpoint]", "http://127.0.0.1:9/hook/a-long-path-token-0123456789")
+    browser.click("form[action='/topics'] button")
+    browser.wait_for_text(arn)
+    assert arn in _arns(console)
+    _shoot(browser, "topics")
+
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_notification_configuration(
+        Bucket=bucket,
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {"Id": "all-created", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
+            ]
+        },
+        SkipDestinationValidation=True,
+    )
+    browser.set_size(390, 844)
+    for page in ("/topics", f"/bucket?name={bucket}"):
+        browser.get(console.url + page)
+        assert arn in _text(browser)
+        assert _overflow(browser) <= 0, page
+    # The delete button, on a phone.
+    browser.get(console.url + "/topics")
+    browser.click(f"form[action='/topics/delete'] input[value='{arn}'] ~ button")
+    browser.wait_for_url(console.url + "/topics")
+    deadline = time.monotonic() + WAIT
+    while arn in _arns(console) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert arn not in _arns(console)
