@@ -2,8 +2,9 @@
 the gateway's own processes on a port of its own, so it never shares a namespace with bucket
 names. It acts through the Store service and decides every action with the same authorisation
 function as S3 requests (gateway/s3/authorize.py), as the signed-in user (an account's root,
-or an IAM user with its access key); its IAM pages (iam.py) act through IAM's own actions.
-Each action is an access log line with that user. docs/console.md shows it."""
+or an IAM user with its access key); its IAM pages (iam.py) act through IAM's own actions,
+and its Topics page (topics.py) through SNS's. Each action is an access log line with that
+user. docs/console.md shows it."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from .. import logs, metrics
 from ..config import Settings
 from ..iam.account import IamError
 from ..iam.principals import Principals
+from ..notify.topics import TopicError
 from ..s3.errors import CODES, S3Error
 from ..s3.middleware import SERVER, new_request_id, storage_unavailable
 from ..store import Store, StoreError
-from . import browse, iam
+from . import browse, iam, topics
 from .page import error_box, render
 from .session import Session, Sessions, folder_secret
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -66,6 +68,7 @@ def build_console(
     app.router.add_static("/static/", STATIC)
     browse.add_routes(app.router)
     iam.add_routes(app.router)
+    topics.add_routes(app.router)
     return app
 
 
@@ -106,7 +109,7 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
             response = await handler(request)
     except web.HTTPException as exc:
         response = exc
-    except (S3Error, IamError) as exc:
+    except (S3Error, IamError, TopicError) as exc:
         response = _failure(request, exc.status, f"{exc.code}: {exc.message}")
     except StoreError as exc:
         unavailable = storage_unavailable(exc) or S3Error(exc.code, exc.message or None)

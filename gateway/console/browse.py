@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from .. import limits
+from ..notify import configuration
 from ..s3 import policy_context, sse, website, writes
 from ..s3.authorize import (
     Access,
@@ -299,8 +300,49 @@ async def bucket_page(request: web.Request) -> web.Response:
         f"{h(_encryption(bucket))}</p>"
     )
     site = _website_section(request, bucket) if _may(request, Op.GetBucketWebsite, bucket) else ""
+    events = ""
+    if _may(request, Op.GetBucketNotificationConfiguration, bucket):
+        events = await _notification_section(request, bucket)
     return _page(
-        request, name, _crumbs(name, prefix) + status + search + table + more + upload + site
+        request,
+        name,
+        _crumbs(name, prefix) + status + search + table + more + upload + site + events,
+    )
+
+
+# --- a bucket's notifications ------------------------------------------------------------------
+
+
+async def _notification_section(request: web.Request, bucket: Bucket) -> str:
+    """The bucket's notification configuration (read-only: it is set with
+    PutBucketNotificationConfiguration) and each destination's backlog: the outbox's rows that
+    still name it (store/outbox.py's Backlog; "N+" past the rows it looks at)."""
+    config = configuration.stored(bucket.settings.get(configuration.SETTING))
+    head = '<section aria-labelledby="events"><h2 id="events">Event notifications</h2>'
+    if not config.targets:
+        return head + "<p>No notification configuration.</p></section>"
+    store = _console(request).store
+    backlogs = {arn: await store.outbox_backlog(arn) for arn in {t.arn for t in config.targets}}
+    rows = []
+    for t in config.targets:
+        rules = [f"prefix {t.prefix}" if t.prefix is not None else ""]
+        rules.append(f"suffix {t.suffix}" if t.suffix is not None else "")
+        cells = (
+            h(t.id),
+            h(configuration.KINDS[t.kind]),
+            "<br>".join(h(e) for e in t.events),
+            h(", ".join(r for r in rules if r) or "every key"),
+            f"<code>{h(t.arn)}</code>",
+            h(backlogs[t.arn]),
+        )
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (
+        head + '<div class="scroll"><table id="notifications"><caption>Configurations'
+        "</caption><thead><tr><th>Id</th><th>Kind</th><th>Events</th><th>Filter</th>"
+        "<th>Destination</th><th>Backlog</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        '<p class="hint">Backlog: the events recorded for a destination and not yet '
+        'delivered to every destination they name. <a href="/topics">Topics</a></p></section>'
     )
 
 

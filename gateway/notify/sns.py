@@ -212,6 +212,31 @@ class TopicsApi:
             raise TopicError("InternalError", "The gateway's keys are not available", 500)
         return self.store.keys
 
+    async def perform(
+        self, user: User, name: str, params: dict[str, str], secure: bool
+    ) -> dict[str, Any] | None:
+        """SNS's action `name` with its `params` for `user`, authorised as `sns:<name>` on the
+        topic's ARN: the query API's path and the console's (console/topics.py) alike.
+        `secure`: the request came over TLS (a password in an endpoint only then). TopicError
+        as SNS answers it."""
+        action = ACTIONS.get(name)
+        if action is None:
+            raise TopicError("InvalidAction", f"Could not find operation {name}.")
+        call = _Call(self, user, params, secure)
+        resource = (
+            call.arn(params.get("Name", ""))
+            if name == "CreateTopic"
+            else params.get("TopicArn") or call.arn("*")
+        )
+        if not decide_account(user, f"sns:{name}", resource):
+            raise TopicError(
+                "AuthorizationError",
+                f"User: {arn_of(user)} is not authorized to perform: sns:{name} on "
+                f"resource: {resource}",
+                403,
+            )
+        return await action(call)
+
     async def __call__(
         self, request: web.Request, authenticator: Authenticator
     ) -> web.StreamResponse:
@@ -230,23 +255,7 @@ class TopicsApi:
             name = params.get("Action", "")
             request[OPERATION] = f"SNS.{name}" if name in ACTIONS else "SNS.Unknown"
             user = await self._identify(request, authenticator, body)
-            action = ACTIONS.get(name)
-            if action is None:
-                raise TopicError("InvalidAction", f"Could not find operation {name}.")
-            call = _Call(self, user, params, request.secure)
-            resource = (
-                call.arn(params.get("Name", ""))
-                if name == "CreateTopic"
-                else params.get("TopicArn") or call.arn("*")
-            )
-            if not decide_account(user, f"sns:{name}", resource):
-                raise TopicError(
-                    "AuthorizationError",
-                    f"User: {arn_of(user)} is not authorized to perform: sns:{name} on "
-                    f"resource: {resource}",
-                    403,
-                )
-            result = await action(call)
+            result = await self.perform(user, name, params, request.secure)
         except TopicError as exc:
             return query_error(exc.code, exc.message, exc.status, NAMESPACE, request_id)
         return query_answer(name, NAMESPACE, result, request_id)

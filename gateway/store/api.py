@@ -128,6 +128,11 @@ class CatalogReader(Protocol):
         """How many rows the outbox holds."""
         ...
 
+    async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:
+        """Of the outbox's first `within` rows (in order), how many were looked at and how
+        many have `fragment` in their facts' text (outbox.naming: one destination's)."""
+        ...
+
     async def get_topics(self, account: str) -> dict[str, str]:
         """The account's notification topics: name -> document (JSON)."""
         ...

@@ -34,6 +34,7 @@ from .model import (
     StagedBlob,
     WriteCondition,
 )
+from .outbox import Backlog
 from .reader import ObjectReader
 
 # The lifecycle worker's deletions: AWS's records name the service as their principal.
@@ -211,6 +212,14 @@ class Objects(StoreCore):
 
     async def count_outbox(self) -> int:
         return await self.catalog.scan(lambda reader: reader.count_outbox())
+
+    async def outbox_backlog(self, arn: str, within: int = outbox.BACKLOG_WITHIN) -> Backlog:
+        """How many rows of the outbox still name the destination `arn` (outbox.Backlog)."""
+        fragment = outbox.naming(arn)
+        scanned, naming = await self.catalog.scan(
+            lambda reader: reader.count_outbox_naming(fragment, within)
+        )
+        return Backlog(naming, scanned >= within)
 
     async def acknowledge(self, seqs: Sequence[int]) -> None:
         """Remove rows of the outbox that every destination has acknowledged."""

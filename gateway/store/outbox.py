@@ -59,6 +59,33 @@ Replicas = Callable[[str, str, str, Mapping[str, str], bool], Sequence[tuple[str
 BUCKET_ARN = "arn:aws:s3:::"
 
 
+# How many of the outbox's first rows a destination's backlog looks at (Backlog).
+BACKLOG_WITHIN = 10_000
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """How many rows of the outbox name one destination: rows not yet acknowledged by every
+    destination they name (the one asked about may have had its record already; the row
+    stays until all have). Only the first BACKLOG_WITHIN rows are looked at, in order, so
+    that the count costs one bounded read by the primary key however long the outbox
+    grew: `more` says the outbox holds more rows than that, and `count` is then a lower
+    bound (shown "N+")."""
+
+    count: int
+    more: bool
+
+    def __str__(self) -> str:
+        return f"{self.count}+" if self.more else str(self.count)
+
+
+def naming(arn: str) -> str:
+    """The text a row's facts hold when one of its targets is `arn`: a target is
+    `["configuration id","arn"]` in Facts.to_json, so `,"arn"]` matches that ARN only (not a
+    longer one it begins, nor an id, whose quotes JSON escapes)."""
+    return "," + json.dumps(arn) + "]"
+
+
 def is_replication(target: tuple[str, str]) -> bool:
     return target[1].startswith(BUCKET_ARN)
 

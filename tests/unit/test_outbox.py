@@ -74,3 +74,14 @@ def test_a_resync_queues_what_a_rule_copies_and_is_not_copied_yet() -> None:
     assert outbox.requeued(None, True, fired, None) == (outbox.SKIPPED, ())
     assert outbox.requeued("REPLICA", False, fired, None) == (outbox.SKIPPED, ())
     assert outbox.requeued("COMPLETED", False, (), None) == (outbox.SKIPPED, ())
+
+
+def test_a_destinations_backlog_matches_its_own_arn_only() -> None:
+    arn = "arn:aws:sns:us-east-1:123456789012:t_1"
+    facts = outbox.Facts("o", "p", "ip", "r", "h", 1, "e", (("id", arn),)).to_json()
+    assert outbox.naming(arn) in facts
+    # Not a longer ARN it begins, nor an id that spells the ARN (JSON escapes its quotes).
+    assert outbox.naming(arn[:-1]) not in facts
+    spelled = outbox.Facts("o", "p", "ip", "r", "h", 1, "e", ((f'","{arn}"]', "x"),))
+    assert outbox.naming(arn) not in spelled.to_json()
+    assert str(outbox.Backlog(3, False)) == "3" and str(outbox.Backlog(3, True)) == "3+"

@@ -295,6 +295,15 @@ class Reads:
         row = await self._one("SELECT count(*) FROM outbox")
         return int(row[0]) if row else 0
 
+    async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:
+        # strpos, not LIKE: a topic's name may hold `_`, LIKE's wildcard.
+        row = await self._one(
+            "SELECT count(*), count(*) FILTER (WHERE strpos(facts, %s) > 0) "
+            "FROM (SELECT facts FROM outbox ORDER BY seq LIMIT %s) AS first_rows",
+            (fragment, within),
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
     async def get_topics(self, account: str) -> dict[str, str]:
         rows = await self._all("SELECT name, doc FROM topics WHERE account = %s", (account,))
         return {name: doc for name, doc in rows}

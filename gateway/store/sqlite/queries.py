@@ -321,6 +321,15 @@ class SqliteReader:
         (count,) = self.conn.execute("SELECT count(*) FROM outbox").fetchone()
         return int(count)
 
+    async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:
+        # instr, not LIKE: a topic's name may hold `_`, LIKE's wildcard.
+        scanned, naming = self.conn.execute(
+            "SELECT count(*), coalesce(sum(instr(facts, ?) > 0), 0) "
+            "FROM (SELECT facts FROM outbox ORDER BY seq LIMIT ?)",
+            (fragment, within),
+        ).fetchone()
+        return int(scanned), int(naming)
+
     async def get_topics(self, account: str) -> dict[str, str]:
         rows = self.conn.execute("SELECT name, doc FROM topics WHERE account = ?", (account,))
         return dict(rows.fetchall())
