@@ -150,7 +150,8 @@ def check_description(value: str | None) -> str:
     return value or ""
 
 
-# AWS managed policies a user may attach (the S3 and IAM ones; others name no action here).
+# AWS managed policies a user may attach (the S3, IAM and SNS ones; others name no action
+# here). Their documents are AWS's.
 AWS_MANAGED: dict[str, str] = {
     "arn:aws:iam::aws:policy/AmazonS3FullAccess": json.dumps(
         {
@@ -206,6 +207,34 @@ AWS_MANAGED: dict[str, str] = {
                         "iam:List*",
                         "iam:SimulateCustomPolicy",
                         "iam:SimulatePrincipalPolicy",
+                    ],
+                    "Resource": "*",
+                }
+            ],
+        }
+    ),
+    "arn:aws:iam::aws:policy/AmazonSNSFullAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": ["sns:*"], "Resource": "*"}],
+        }
+    ),
+    "arn:aws:iam::aws:policy/AmazonSNSReadOnlyAccess": json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "sns:GetTopicAttributes",
+                        "sns:List*",
+                        "sns:CheckIfPhoneNumberIsOptedOut",
+                        "sns:GetEndpointAttributes",
+                        "sns:GetDataProtectionPolicy",
+                        "sns:GetPlatformApplicationAttributes",
+                        "sns:GetSMSAttributes",
+                        "sns:GetSMSSandboxAccountStatus",
+                        "sns:GetSubscriptionAttributes",
                     ],
                     "Resource": "*",
                 }
