@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import errno
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -134,24 +135,53 @@ class ObjectReader:
         return d.digest()
 
 
+# Pieces of an encrypted extent read and decrypted ahead of the one being sent: the pool's
+# threads open them in parallel (AES-GCM releases the GIL) while the loop sends the last.
+DECRYPT_AHEAD = 3
+
+
 async def decrypted(
     blob: OpenBlob, extent: Extent, key: DataKey, pool: concurrent.futures.Executor | None
 ) -> AsyncIterator[bytes]:
     """The plaintext of an encrypted extent: only the chunks it touches are read and
-    decrypted, READ_CHUNK of plaintext at a time, in `pool` (crypto.Tampered if one fails
-    its tag)."""
+    decrypted, READ_CHUNK of plaintext at a time, in `pool`, up to DECRYPT_AHEAD pieces ahead
+    of the one given (crypto.Tampered if one fails its tag)."""
     loop = asyncio.get_running_loop()
     first = extent.offset // CHUNK
     end = extent.offset + extent.length
     last = (end - 1) // CHUNK
     per_read = READ_CHUNK // CHUNK
-    for index in range(first, last + 1, per_read):
-        count = min(per_read, last + 1 - index)
+
+    async def piece(index: int, count: int) -> bytes:
         sealed = await blob.read(index * SEALED_CHUNK, count * SEALED_CHUNK)
-        plain = await loop.run_in_executor(pool, key.open, sealed, index)
-        base = index * CHUNK
-        lo = max(extent.offset, base) - base
-        hi = min(end, base + len(plain)) - base
-        if hi < min(end, base + count * CHUNK) - base:
-            raise OSError(errno.EIO, "an encrypted blob is shorter than its extent")
-        yield plain[lo:hi]
+        return await loop.run_in_executor(pool, key.open, sealed, index)
+
+    starts = iter(range(first, last + 1, per_read))
+    ahead: collections.deque[tuple[int, int, asyncio.Future[bytes]]] = collections.deque()
+
+    def more() -> None:
+        index = next(starts, None)
+        if index is not None:
+            count = min(per_read, last + 1 - index)
+            future = asyncio.ensure_future(piece(index, count))
+            # A piece never awaited (the reader stopped early) leaves its failure unreported.
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            ahead.append((index, count, future))
+
+    try:
+        for _ in range(DECRYPT_AHEAD):
+            more()
+        while ahead:
+            index, count, pending = ahead.popleft()
+            plain = await pending
+            more()
+            base = index * CHUNK
+            lo = max(extent.offset, base) - base
+            hi = min(end, base + len(plain)) - base
+            if hi < min(end, base + count * CHUNK) - base:
+                raise OSError(errno.EIO, "an encrypted blob is shorter than its extent")
+            yield plain[lo:hi]
+    finally:
+        # A reader that stops early (a client gone) starts no more reads or decryptions.
+        for _, _, pending in ahead:
+            pending.cancel()
