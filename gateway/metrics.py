@@ -139,7 +139,7 @@ _directory: Path | None = None
 def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
     global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED, NOTIFY_DROPPED
-    global REPLICATED, REPLICATION_FAILURES, REPLICATION_FAILED
+    global REPLICATED, REPLICATION_FAILURES, REPLICATION_FAILED, NOTIFY_OLDEST
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -196,6 +196,15 @@ def _define(registry: CollectorRegistry | None) -> None:
         "s3gw_notifications_dropped",
         "Events dropped undelivered: older than --notify-retention, or their topic is gone",
         registry=registry,
+    )
+    NOTIFY_OLDEST = Gauge(
+        "s3gw_notifications_oldest_seconds",
+        "Per destination (a topic's ARN, a replication rule's bucket ARN): the age of the "
+        "oldest outbox record still waiting for it, among the first rows the worker holding "
+        "the lease last read (0: nothing waiting)",
+        ["destination"],
+        registry=registry,
+        multiprocess_mode="livemax",
     )
     REPLICATED = Counter(
         "s3gw_replicated",

@@ -86,6 +86,7 @@ class NotificationWorker:
         self.sender = Senders(networks)  # the sender of each endpoint's scheme
         self.replicator = replicator  # the copies of replication rules (None: none made)
         self.gave_up: set[int] = set()  # rows a rule failed for good (their status FAILED)
+        self.waiting: set[str] = set()  # destinations with a record waiting (their age shown)
 
     async def run_forever(self) -> None:
         unavailable = False
@@ -129,6 +130,7 @@ class NotificationWorker:
             return True
         if self.held_at is not None:
             metrics.NOTIFY_PENDING.set(0)  # another holder counts them now
+            self._oldest([])
         self.held_at = None
         self.sent.clear()
         return False
@@ -157,6 +159,7 @@ class NotificationWorker:
         if not rows:
             # Nothing in flight: the lease goes back (no renewal while idle), and is taken
             # again, by whichever process sees a row first.
+            self._oldest([])
             await self.release_lease()
             return IDLE
         found: dict[str, dict[str, str]] = {}  # topics by account, read once a pass
@@ -184,15 +187,32 @@ class NotificationWorker:
                 done.append(row.seq)
             else:
                 held.add((row.bucket, row.key))
+        finished = set(done)
         if done:
             await self.store.acknowledge(done)
-            finished = set(done)
             self.sent = {s for s in self.sent if s[0] not in finished}
             metrics.NOTIFY_PENDING.dec(len(done))
+        self._oldest([r for r in rows if r.seq not in finished])
         if held:
             return self._failed()
         self.backoff = 0.0
         return 0.0 if len(rows) == PAGE else IDLE
+
+    def _oldest(self, waiting: list[OutboxRecord]) -> None:
+        """s3gw_notifications_oldest_seconds: per destination (a topic's ARN, a replication
+        rule's bucket ARN), the age of the oldest record of this pass's page still waiting for
+        it; 0 for one that has nothing waiting now."""
+        now = time.time_ns()
+        oldest: dict[str, int] = {}
+        for row in waiting:
+            for configuration_id, arn in Facts.from_json(row.facts).targets:
+                if (row.seq, configuration_id, arn) not in self.sent:
+                    oldest[arn] = min(oldest.get(arn, row.time_ns), row.time_ns)
+        for arn in self.waiting - oldest.keys():
+            metrics.NOTIFY_OLDEST.labels(arn).set(0)
+        for arn, since in oldest.items():
+            metrics.NOTIFY_OLDEST.labels(arn).set(max(0.0, (now - since) / 1e9))
+        self.waiting = set(oldest)
 
     async def _deliver(
         self, row: OutboxRecord, found: dict[str, dict[str, str]], failed: set[str]

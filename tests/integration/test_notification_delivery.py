@@ -297,6 +297,55 @@ def test_a_destination_that_refuses_twice(server: GatewayProcess, receiver: Rece
     assert "s3gw_notifications_pending" in values
 
 
+def _oldest(gateway: GatewayProcess, arn: str) -> float | None:
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = re.search(
+        rf'^s3gw_notifications_oldest_seconds{{destination="{re.escape(arn)}"}} (\S+)$',
+        text,
+        re.MULTILINE,
+    )
+    return float(found.group(1)) if found else None
+
+
+def test_the_oldest_waiting_record_per_destination(
+    server: GatewayProcess, receiver: Receiver
+) -> None:
+    """s3gw_notifications_oldest_seconds: a destination that refuses shows how long its oldest
+    record has waited; once it takes them, 0."""
+    s3 = _client(server, "s3")
+    s3.create_bucket(Bucket="waiting")
+    arn = _topic(server, "waiting", f"{receiver.url}/waiting")
+    s3.put_bucket_notification_configuration(
+        Bucket="waiting",
+        NotificationConfiguration={
+            "TopicConfigurations": [
+                {"Id": "w", "TopicArn": arn, "Events": ["s3:ObjectCreated:Put"]}
+            ]
+        },
+    )
+    with receiver.arrived:
+        receiver.refuse = 10_000
+    try:
+        s3.put_object(Bucket="waiting", Key="k", Body=b"1")
+        deadline = time.monotonic() + WAIT
+        age = None
+        while time.monotonic() < deadline:
+            age = _oldest(server, arn)
+            if age is not None and age > 0.5:
+                break
+            time.sleep(0.2)
+        assert age is not None and age > 0.5
+    finally:
+        with receiver.arrived:
+            receiver.refuse = 0
+    receiver.wait_for("/waiting", "k", 2)
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline and _oldest(server, arn) != 0:
+        time.sleep(0.2)
+    assert _oldest(server, arn) == 0
+
+
 def test_tagging_acl_and_lifecycle_events(server: GatewayProcess, receiver: Receiver) -> None:
     s3 = _client(server, "s3")
     s3.create_bucket(Bucket="changes", ObjectOwnership="ObjectWriter")
