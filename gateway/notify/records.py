@@ -8,6 +8,7 @@ write path committed; nothing here reads a request or the store."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
@@ -36,6 +37,8 @@ class ObjectEvent:
     size: int | None = None
     etag: str | None = None  # as S3 answers it, quotes included (they are taken off here)
     version_id: str | None = None
+    # A replication event's replicationEventData (rule, destination, operation, time, reason).
+    detail: Mapping[str, str] | None = None
 
 
 def encoded_key(key: str) -> str:
@@ -61,7 +64,7 @@ def record(change: ObjectEvent, region: str, configuration_id: str) -> dict[str,
     if change.version_id is not None:
         obj["versionId"] = change.version_id
     obj["sequencer"] = sequencer(change.sequencer)
-    return {
+    found: dict[str, Any] = {
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
         "awsRegion": region,
@@ -84,6 +87,9 @@ def record(change: ObjectEvent, region: str, configuration_id: str) -> dict[str,
             "object": obj,
         },
     }
+    if change.detail is not None:
+        found["replicationEventData"] = dict(change.detail)
+    return found
 
 
 def message(records: list[dict[str, Any]]) -> bytes:

@@ -54,13 +54,15 @@ class Outcome:
     done: bool
     failed: bool = False
     reason: str = ""
+    # AWS's failure reason (the replication event's failureReason), for a copy that failed.
+    code: str = ""
 
 
 DONE = Outcome(True)
 
 
-def _failed(reason: str) -> Outcome:
-    return Outcome(True, failed=True, reason=reason)
+def _failed(code: str, reason: str) -> Outcome:
+    return Outcome(True, failed=True, reason=reason, code=code)
 
 
 def _action(event: str) -> str:
@@ -95,13 +97,16 @@ class Replicator:
         source = await self.store.get_bucket(row.bucket)
         document = None if source is None else source.settings.get(outbox.REPLICATION)
         if document is None:
-            return _failed("the bucket has no replication configuration now")
+            return _failed(
+                "SrcBucketReplicationConfigMissing",
+                "the bucket has no replication configuration now",
+            )
         config = Configuration.from_document(document)
         rule = next((r for r in config.rules if r.id == rule_id), None)
         if rule is None:
-            return _failed(f"the rule {rule_id} is gone")
+            return _failed("SrcBucketReplicationConfigMissing", f"the rule {rule_id} is gone")
         if row.version_id is None:
-            return _failed("the version has no id")
+            return _failed("SrcVersionNotFound", "the version has no id")
         try:
             version = await self.store.head_object(row.bucket, row.key, row.version_id)
         except versions.DeleteMarker as exc:
@@ -109,7 +114,7 @@ class Replicator:
         except (NoSuchKey, NoSuchBucket, versions.NoSuchVersion):
             return DONE  # deleted since: nothing left to copy
         if version.attrs.sse_key is not None:
-            return _failed("SSE-C objects are not replicated")
+            return _failed("SrcObjectNotEligible", "SSE-C objects are not replicated")
         version = replace(version, attrs=_with_class(version.attrs, rule))
         name = arn.removeprefix(outbox.BUCKET_ARN)
         remote = self.remotes.get(name)  # a remote named by the operator wins over a bucket here
@@ -117,9 +122,9 @@ class Replicator:
         if destination is not None:
             action = _action(row.event)
             if not replication_allowed(destination, owner, config.role, action, row.key):
-                return _failed(f"{action} on {name} is not allowed")
+                return _failed("DstPutObjectNotPermitted", f"{action} on {name} is not allowed")
             if destination.versioning != versions.ENABLED:
-                return _failed(f"versioning is not enabled on {name}")
+                return _failed("DstBucketUnversioned", f"versioning is not enabled on {name}")
             if row.event in (outbox.TAGGED, outbox.UNTAGGED):
                 tags = version.attrs.tags
                 try:
@@ -132,12 +137,12 @@ class Replicator:
             await self.store.put_replica(name, version, ORIGIN)
             return DONE
         if remote is None:
-            return _failed(f"no bucket {name} here, and no remote names it")
+            return _failed("DstBucketNotFound", f"no bucket {name} here, and no remote names it")
         try:
             await self._send(remote, row, version)
         except S3Failed as exc:
             if 400 <= exc.status < 500 and exc.status not in _TRANSIENT:
-                return _failed(f"{name}: HTTP {exc.status} {exc.code}")
+                return _failed("DstPutObjectNotPermitted", f"{name}: HTTP {exc.status} {exc.code}")
             return Outcome(False, reason=f"{name}: HTTP {exc.status} {exc.code}")
         except OSError as exc:
             return Outcome(False, reason=f"{name}: {type(exc).__name__}")

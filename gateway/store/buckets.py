@@ -113,11 +113,13 @@ class Buckets(StoreCore):
         change: Callable[[ObjectInfo], ObjectAttrs],
         event: str | None = None,
         origin: Origin = NO_ORIGIN,
+        detail: Mapping[str, str] | None = None,
     ) -> ObjectInfo:
         """Change what is stored beside a version's bytes (its ACL, its tags): `change` gets
         the latest version or the one by id, as it is in this transaction, and returns its
         new attrs. The bytes, the ETag and the time are untouched. `event` (ObjectTagging's,
-        ObjectAcl:Put) is recorded in the outbox for `origin`'s request (outbox.py)."""
+        ObjectAcl:Put, a failed replication) is recorded in the outbox for `origin`'s request,
+        with `detail` (outbox.py)."""
 
         async def commit(tx: CatalogTx) -> ObjectInfo:
             version = await lookup(tx, bucket, key, version_id)
@@ -136,6 +138,7 @@ class Buckets(StoreCore):
                     version.version_id,
                     None,  # no size: the bytes did not change
                     version.etag,
+                    detail,
                 )
             return version
 

@@ -335,13 +335,28 @@ class Objects(StoreCore):
         return await self._write(commit)
 
     async def set_replication(
-        self, bucket: str, key: str, version_id: str, status: str
+        self,
+        bucket: str,
+        key: str,
+        version_id: str,
+        status: str,
+        origin: Origin = NO_ORIGIN,
+        failure: Mapping[str, str] | None = None,
     ) -> ObjectInfo | None:
         """A version's x-amz-replication-status, once the worker has copied it (COMPLETED) or
-        cannot (FAILED); None if the version is gone meanwhile."""
+        cannot (FAILED: with the event s3:Replication:OperationFailedReplication, its `failure`
+        the record's replicationEventData, for `origin`); None if the version is gone
+        meanwhile."""
+        event = outbox.REPLICATION_FAILED if failure is not None else None
         try:
             return await self.update_attrs(
-                bucket, key, version_id, lambda v: replace(v.attrs, replication=status)
+                bucket,
+                key,
+                version_id,
+                lambda v: replace(v.attrs, replication=status),
+                event,
+                origin,
+                failure,
             )
         except (errors.NoSuchKey, errors.NoSuchBucket, versions.NoSuchVersion):
             return None

@@ -43,6 +43,7 @@ EXPIRED_MARKER = "s3:LifecycleExpiration:DeleteMarkerCreated"
 TAGGED = "s3:ObjectTagging:Put"
 UNTAGGED = "s3:ObjectTagging:Delete"
 ACL = "s3:ObjectAcl:Put"
+REPLICATION_FAILED = "s3:Replication:OperationFailedReplication"
 
 # The bucket setting that holds its replication configuration (gateway/replication/).
 REPLICATION = "replication"
@@ -147,21 +148,23 @@ class Facts:
     etag: str | None
     # The configurations the change fired: (configuration id, destination ARN).
     targets: tuple[tuple[str, str], ...]
+    # What an event of replication's says of the copy (AWS's replicationEventData).
+    detail: Mapping[str, str] | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "owner": self.owner,
-                "principal": self.principal,
-                "ip": self.source_ip,
-                "request": self.request_id,
-                "host": self.host_id,
-                "size": self.size,
-                "etag": self.etag,
-                "targets": [list(t) for t in self.targets],
-            },
-            separators=(",", ":"),
-        )
+        found: dict[str, Any] = {
+            "owner": self.owner,
+            "principal": self.principal,
+            "ip": self.source_ip,
+            "request": self.request_id,
+            "host": self.host_id,
+            "size": self.size,
+            "etag": self.etag,
+            "targets": [list(t) for t in self.targets],
+        }
+        if self.detail is not None:
+            found["detail"] = dict(self.detail)
+        return json.dumps(found, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Facts:
@@ -175,6 +178,7 @@ class Facts:
             found.get("size"),
             found.get("etag"),
             tuple((str(i), str(a)) for i, a in found["targets"]),
+            found.get("detail"),
         )
 
 
@@ -189,6 +193,7 @@ async def record(
     version_id: str | None = None,
     size: int | None = None,
     etag: str | None = None,
+    detail: Mapping[str, str] | None = None,
 ) -> None:
     """Record `event` on `key` in `tx` for the targets it `fired` (none: nothing is written)."""
     if not fired:
@@ -202,6 +207,7 @@ async def record(
         size,
         etag,
         tuple(fired),
+        detail,
     )
     # A version id on a bucket whose versioning was ever set ("null" included), as AWS's
     # records carry it; none on an unversioned bucket.

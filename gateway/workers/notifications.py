@@ -40,7 +40,7 @@ from ..notify import records, topics
 from ..notify.networks import Networks
 from ..notify.targets import Senders
 from ..notify.topics import Topic
-from ..replication.copier import Replicator
+from ..replication.copier import ORIGIN, Replicator
 from ..replication.matching import CREATED
 from ..store import Store, StoreError, outbox
 from ..store.model import OutboxRecord
@@ -49,6 +49,12 @@ from ..store.outbox import Facts
 log = logging.getLogger(__name__)
 
 LEASE = "notifications"
+# The s3Operation of a failed replication's event, by the change's event.
+_OPERATIONS = {
+    outbox.MARKER: "DELETE_MARKER_PUT",
+    outbox.TAGGED: "OBJECT_TAGGING_PUT",
+    outbox.UNTAGGED: "OBJECT_TAGGING_DELETE",
+}
 # Short, so that a holder that died (SIGKILL, a lost node) is taken over within seconds; the
 # holder renews it once a third has gone.
 LEASE_SECONDS = 15.0
@@ -85,7 +91,8 @@ class NotificationWorker:
         self.failing: set[str] = set()
         self.sender = Senders(networks)  # the sender of each endpoint's scheme
         self.replicator = replicator  # the copies of replication rules (None: none made)
-        self.gave_up: set[int] = set()  # rows a rule failed for good (their status FAILED)
+        # Rows a rule failed for good (their status FAILED), with what the event says of it.
+        self.gave_up: dict[int, dict[str, str]] = {}
         self.waiting: set[str] = set()  # destinations with a record waiting (their age shown)
 
     async def run_forever(self) -> None:
@@ -234,6 +241,7 @@ class NotificationWorker:
             size=facts.size,
             etag=facts.etag,
             version_id=row.version_id,
+            detail=facts.detail,
         )
         complete = True
         for configuration_id, arn in facts.targets:
@@ -299,7 +307,13 @@ class NotificationWorker:
             log.info("replication: %s takes copies again", arn)
         if outcome.failed:
             metrics.REPLICATION_FAILED.inc()
-            self.gave_up.add(row.seq)
+            self.gave_up[row.seq] = {
+                "replicationRuleId": rule_id,
+                "destinationBucket": arn,
+                "s3Operation": _OPERATIONS.get(row.event, "OBJECT_PUT"),
+                "requestTime": records.iso8601(row.time_ns),
+                "failureReason": outcome.code,
+            }
             log.warning(
                 "replication: %s of %s to %s failed: %s", row.key, row.bucket, arn, outcome.reason
             )
@@ -311,10 +325,12 @@ class NotificationWorker:
         """Every rule of the row's new version is done with: its status COMPLETED, or FAILED
         if a rule could not copy it. A delete marker shows no status, and a tag change leaves
         the version's as its copy made it."""
-        status = "FAILED" if row.seq in self.gave_up else "COMPLETED"
-        self.gave_up.discard(row.seq)
+        failure = self.gave_up.pop(row.seq, None)
         if row.event in CREATED and row.version_id is not None:
-            await self.store.set_replication(row.bucket, row.key, row.version_id, status)
+            status = "COMPLETED" if failure is None else "FAILED"
+            await self.store.set_replication(
+                row.bucket, row.key, row.version_id, status, ORIGIN, failure
+            )
 
     async def _topic(self, owner: str, arn: str, found: dict[str, dict[str, str]]) -> Topic | None:
         """The topic a destination ARN names (of the bucket owner's account: the registry

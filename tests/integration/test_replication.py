@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.integration.test_notification_delivery import Receiver, _topic
 from tests.reliability.harness import CrashableGateway
 from tests.seaweed import ACCESS_KEY as SEAWEED_KEY
 from tests.seaweed import SECRET_KEY as SEAWEED_SECRET
@@ -298,24 +299,40 @@ def test_two_buckets_replicating_to_each_other_copy_each_version_once(
         assert set(counts.values()) == {1}, (bucket, counts)
 
 
-def test_a_rule_another_account_may_not_use_fails(server: GatewayProcess, tmp_path: Path) -> None:
-    """A destination of another account whose policy grants nothing: FAILED, never retried."""
-    del tmp_path
+def test_a_copy_that_can_never_be_made_fails_and_says_so(server: GatewayProcess) -> None:
+    """A destination whose versioning was suspended after the rule was put: the version says
+    FAILED, never retried, and the source bucket's s3:Replication:* configuration gets AWS's
+    OperationFailedReplication record with its replicationEventData."""
     s3 = server.client()
-    _versioned(s3, "src-denied")
-    # The destination is another account's: the users file is not set here, so the only
-    # other owner is none; a bucket of this account that is not versioned fails instead.
-    s3.create_bucket(Bucket="dst-unversioned")
-    s3.put_bucket_versioning(
-        Bucket="dst-unversioned", VersioningConfiguration={"Status": "Enabled"}
-    )
-    _replicate(s3, "src-denied", _rule("all", "dst-unversioned"))
-    s3.put_bucket_versioning(
-        Bucket="dst-unversioned", VersioningConfiguration={"Status": "Suspended"}
-    )
-    server.allow(r"replication: .* failed: versioning is not enabled")
-    s3.put_object(Bucket="src-denied", Key="k", Body=b"v")
-    _until_status(s3, "src-denied", "k", "FAILED")
+    receiver = Receiver()
+    try:
+        _versioned(s3, "src-failing", "dst-unversioned")
+        _replicate(s3, "src-failing", _rule("all", "dst-unversioned"))
+        s3.put_bucket_versioning(
+            Bucket="dst-unversioned", VersioningConfiguration={"Status": "Suspended"}
+        )
+        arn = _topic(server, "failures", f"{receiver.url}/failures")
+        s3.put_bucket_notification_configuration(
+            Bucket="src-failing",
+            NotificationConfiguration={
+                "TopicConfigurations": [
+                    {"Id": "f", "TopicArn": arn, "Events": ["s3:Replication:*"]}
+                ]
+            },
+        )
+        server.allow(r"replication: .* failed: versioning is not enabled")
+        put = s3.put_object(Bucket="src-failing", Key="k", Body=b"v")
+        _until_status(s3, "src-failing", "k", "FAILED")
+        [record] = receiver.wait_for("/failures", "k")
+        assert record["eventName"] == "Replication:OperationFailedReplication"
+        assert record["s3"]["object"]["versionId"] == put["VersionId"]
+        detail = record["replicationEventData"]
+        assert detail["replicationRuleId"] == "all"
+        assert detail["destinationBucket"] == "arn:aws:s3:::dst-unversioned"
+        assert detail["s3Operation"] == "OBJECT_PUT"
+        assert detail["failureReason"] == "DstBucketUnversioned"
+    finally:
+        receiver.close()
 
 
 @pytest.fixture(scope="module")
