@@ -17,6 +17,7 @@ from aiohttp import web
 
 from .. import limits
 from ..notify import configuration
+from ..replication import configuration as replication
 from ..s3 import policy_context, sse, website, writes
 from ..s3.authorize import (
     Access,
@@ -303,10 +304,50 @@ async def bucket_page(request: web.Request) -> web.Response:
     events = ""
     if _may(request, Op.GetBucketNotificationConfiguration, bucket):
         events = await _notification_section(request, bucket)
+    copies = ""
+    if _may(request, Op.GetBucketReplication, bucket):
+        copies = await _replication_section(request, bucket)
     return _page(
         request,
         name,
-        _crumbs(name, prefix) + status + search + table + more + upload + site + events,
+        _crumbs(name, prefix) + status + search + table + more + upload + site + events + copies,
+    )
+
+
+# --- a bucket's replication --------------------------------------------------------------------
+
+
+async def _replication_section(request: web.Request, bucket: Bucket) -> str:
+    """The bucket's replication rules (read-only: set with PutBucketReplication), each with its
+    destination's backlog: the outbox's rows whose copy there is still to make (the same
+    bounded read as a topic's, docs/replication.md)."""
+    document = bucket.settings.get(replication.SETTING)
+    if document is None:
+        return ""
+    rules = replication.Configuration.from_document(document).rules
+    store = _console(request).store
+    arns = {r.destination.arn for r in rules}
+    backlogs = {arn: await store.outbox_backlog(arn) for arn in arns}
+    rows = []
+    for r in rules:
+        tags = ", ".join(f"{k}={v}" for k, v in r.tags)
+        cells = (
+            h(r.id),
+            "Enabled" if r.enabled else "Disabled",
+            h(" and ".join(x for x in (f"prefix {r.prefix}" if r.prefix else "", tags) if x))
+            or "every key",
+            f"<code>{h(r.destination.arn)}</code>",
+            h(backlogs[r.destination.arn]),
+        )
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (
+        '<section aria-labelledby="copies"><h2 id="copies">Replication</h2>'
+        '<div class="scroll"><table id="replication"><caption>Rules</caption><thead><tr>'
+        "<th>Id</th><th>Status</th><th>Filter</th><th>Destination</th><th>Backlog</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        '<p class="hint">Backlog: new versions, delete markers and tag changes recorded for a '
+        "destination and not copied there yet (a version says PENDING until they are).</p>"
+        "</section>"
     )
 
 

@@ -242,3 +242,43 @@ def test_topics_in_a_browser_and_at_a_phones_width(console: Console, browser: Br
     while arn in _arns(console) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert arn not in _arns(console)
+
+
+def test_a_buckets_replication_rules_and_their_backlog(console: Console) -> None:
+    """The bucket page lists its replication rules (read-only) with each destination's
+    backlog, 0 once the copies are made."""
+    alice = Session(console, ALICE)
+    s3 = client(console, "s3", ALICE)
+    source, destination = _name("copied"), _name("copies")
+    for name in (source, destination):
+        s3.create_bucket(Bucket=name)
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    status, page = alice.get("/bucket", name=source)
+    assert status == 200 and 'id="replication"' not in page
+    s3.put_bucket_replication(
+        Bucket=source,
+        ReplicationConfiguration={
+            "Role": "arn:aws:iam::123456789012:role/copier",
+            "Rules": [
+                {
+                    "ID": "logs-out",
+                    "Priority": 1,
+                    "Status": "Enabled",
+                    "Filter": {"Prefix": "logs/"},
+                    "DeleteMarkerReplication": {"Status": "Disabled"},
+                    "Destination": {"Bucket": f"arn:aws:s3:::{destination}"},
+                }
+            ],
+        },
+    )
+    s3.put_object(Bucket=source, Key="logs/a", Body=b"a")
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        head = s3.head_object(Bucket=source, Key="logs/a")
+        if head.get("ReplicationStatus") == "COMPLETED":
+            break
+        time.sleep(0.2)
+    assert head.get("ReplicationStatus") == "COMPLETED"
+    status, page = alice.get("/bucket", name=source)
+    assert "<td>logs-out</td><td>Enabled</td><td>prefix logs/</td>" in page, page
+    assert _backlog(alice, source, f"arn:aws:s3:::{destination}") == "0"
