@@ -87,9 +87,7 @@ class StoreCore:
         replica: bool = False,
     ) -> tuple[tuple[str, str], ...]:
         """What a change must reach: notification destinations and replication rules."""
-        return outbox.fired(
-            bucket, self.destinations, self.replicas, event, key, dict(tags), replica
-        )
+        return outbox.fired(bucket, self.destinations, self.replicas, event, key, tags, replica)
 
     def close(self) -> None:
         self.files.close()
@@ -178,7 +176,9 @@ class StoreCore:
         fired = self.fired(bucket, event, obj.key, obj.attrs.tags, origin.replica)
         if obj.attrs.sse_key is not None:  # SSE-C objects are not replicated (no key to read)
             fired = tuple(t for t in fired if not outbox.is_replication(t))
-        obj = replace(obj, attrs=replace(obj.attrs, replication=_status(fired, origin)))
+        status = _status(fired, origin)
+        if status != obj.attrs.replication:  # most writes: none, and none asked for
+            obj = replace(obj, attrs=replace(obj.attrs, replication=status))
         final = await (versions.put_replica if origin.replica else versions.put)(tx, bucket, obj)
         await outbox.record(
             tx,

@@ -120,7 +120,7 @@ def fired(
     replicas: Replicas | None,
     event: str,
     key: str,
-    tags: Mapping[str, str] | None = None,
+    tags: Sequence[tuple[str, str]] = (),
     replica: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """What `event` on `key` must reach: the notification configurations it fires and the
@@ -131,7 +131,7 @@ def fired(
         found += destinations(document, event, key)
     document = bucket.settings.get(REPLICATION)
     if document is not None and replicas is not None:
-        found += replicas(document, event, key, tags or {}, replica)
+        found += replicas(document, event, key, dict(tags), replica)
     return tuple(found)
 
 
