@@ -122,7 +122,12 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
         networks(settings.notify_networks),
         keys.open_topic_secret,
         settings.notify_retention,
-        Replicator(store, remotes.load(settings.replication_remotes)),
+        Replicator(
+            store,
+            remotes.load(settings.replication_remotes),
+            networks(settings.notify_networks),
+            keys.open_remote_secret,
+        ),
     )
     users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)

@@ -140,6 +140,7 @@ def _define(registry: CollectorRegistry | None) -> None:
     global REQUESTS, LATENCY, BYTES_IN, BYTES_OUT, COPY_ETAGS, MD5_BYTES, SCANS
     global LOG_RECORDS_DROPPED, NOTIFY_PENDING, NOTIFY_DELIVERED, NOTIFY_FAILED, NOTIFY_DROPPED
     global REPLICATED, REPLICATION_FAILURES, REPLICATION_FAILED, NOTIFY_OLDEST
+    global REPLICATION_PENDING, REPLICATION_PENDING_BYTES
     REQUESTS = Counter(
         "s3gw_requests", "S3 requests answered", ["operation", "status"], registry=registry
     )
@@ -208,18 +209,40 @@ def _define(registry: CollectorRegistry | None) -> None:
     )
     REPLICATED = Counter(
         "s3gw_replicated",
-        "Versions, delete markers and tag changes a replication rule copied to its destination",
+        "Per replication rule (source bucket, rule id): versions, delete markers and tag "
+        "changes copied to its destination",
+        ["bucket", "rule"],
         registry=registry,
     )
     REPLICATION_FAILURES = Counter(
         "s3gw_replication_failures",
-        "Copies the destination could not take now (each is tried again, with backoff)",
+        "Per replication rule: copies the destination could not take now (each is tried "
+        "again, with backoff)",
+        ["bucket", "rule"],
         registry=registry,
     )
     REPLICATION_FAILED = Counter(
         "s3gw_replication_failed",
-        "Copies that will never be made (a permission or configuration error): FAILED",
+        "Per replication rule: copies that will never be made (a permission or configuration "
+        "error): FAILED",
+        ["bucket", "rule"],
         registry=registry,
+    )
+    REPLICATION_PENDING = Gauge(
+        "s3gw_replication_pending",
+        "Per replication rule (source bucket, rule id): copies still to make, among the first "
+        "outbox rows the worker holding the lease last read",
+        ["bucket", "rule"],
+        registry=registry,
+        multiprocess_mode="livemax",
+    )
+    REPLICATION_PENDING_BYTES = Gauge(
+        "s3gw_replication_pending_bytes",
+        "Per replication rule: the size of the versions whose copies are still to make (as "
+        "s3gw_replication_pending counts them)",
+        ["bucket", "rule"],
+        registry=registry,
+        multiprocess_mode="livemax",
     )
 
 

@@ -3,7 +3,8 @@ the gateway's own processes on a port of its own, so it never shares a namespace
 names. It acts through the Store service and decides every action with the same authorisation
 function as S3 requests (gateway/s3/authorize.py), as the signed-in user (an account's root,
 or an IAM user with its access key); its IAM pages (iam.py) act through IAM's own actions,
-and its Topics page (topics.py) through SNS's. Each action is an access log line with that
+its Topics page (topics.py) through SNS's, and its Remotes page (remotes.py) keeps the
+account's replication remotes. Each action is an access log line with that
 user. docs/console.md shows it."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..notify.topics import TopicError
 from ..s3.errors import CODES, S3Error
 from ..s3.middleware import SERVER, new_request_id, storage_unavailable
 from ..store import Store, StoreError
-from . import browse, iam, topics
+from . import browse, iam, remotes, topics
 from .page import error_box, render
 from .session import Session, Sessions, folder_secret
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
@@ -69,6 +70,7 @@ def build_console(
     browse.add_routes(app.router)
     iam.add_routes(app.router)
     topics.add_routes(app.router)
+    remotes.add_routes(app.router)
     return app
 
 

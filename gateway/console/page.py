@@ -62,7 +62,7 @@ def render(
     if session is not None:
         nav = (
             '<nav aria-label="main"><a href="/buckets">Buckets</a> <a href="/iam/users">IAM</a>'
-            ' <a href="/topics">Topics</a>'
+            ' <a href="/topics">Topics</a> <a href="/remotes">Remotes</a>'
             ' <a href="/health">Health</a>'
             # An IAM user by its ARN, a root by its account's name.
             f' <span class="who">{h(session.user.name)} ({h(session.user.access_key)})'

@@ -131,13 +131,13 @@ async def create_topic(call: _Call) -> dict[str, Any]:
         docs[name] = doc
         return docs, None
 
-    await call.api.store.change_topics(call.account, change)
+    await call.api.store.change_docs("topics", call.account, change)
     return {"TopicArn": topic.arn}
 
 
 async def get_topic_attributes(call: _Call) -> dict[str, Any]:
     name = call.topic_name()
-    doc = (await call.api.store.get_topics(call.account)).get(name)
+    doc = (await call.api.store.get_docs("topics", call.account)).get(name)
     if doc is None:
         raise TopicError("NotFound", "Topic does not exist", 404)
     shown = call.open(name, doc).shown()
@@ -150,7 +150,7 @@ async def set_topic_attributes(call: _Call) -> None:
     value = call.params.get("AttributeValue", "")
     if attribute not in topics.ATTRIBUTES:
         raise TopicError("InvalidParameter", f"Invalid parameter: AttributeName: {attribute}")
-    doc = (await call.api.store.get_topics(call.account)).get(name)
+    doc = (await call.api.store.get_docs("topics", call.account)).get(name)
     if doc is None:
         raise TopicError("NotFound", "Topic does not exist", 404)
     topic = await call.checked(call.open(name, doc).with_attribute(attribute, value))
@@ -162,11 +162,11 @@ async def set_topic_attributes(call: _Call) -> None:
         docs[name] = new
         return docs, None
 
-    await call.api.store.change_topics(call.account, change)
+    await call.api.store.change_docs("topics", call.account, change)
 
 
 async def list_topics(call: _Call) -> dict[str, Any]:
-    names = sorted(await call.api.store.get_topics(call.account))
+    names = sorted(await call.api.store.get_docs("topics", call.account))
     return {"Topics": [{"TopicArn": call.arn(n)} for n in names]}
 
 
@@ -177,7 +177,7 @@ async def delete_topic(call: _Call) -> None:
         docs.pop(name, None)  # deleting a topic that does not exist is no error (SNS's)
         return docs, None
 
-    await call.api.store.change_topics(call.account, change)
+    await call.api.store.change_docs("topics", call.account, change)
 
 
 ACTIONS: dict[str, Callable[[_Call], Awaitable[Any]]] = {

@@ -21,12 +21,12 @@ from .delivery import Delivery
 from .networks import Networks, OutsideNetworks, literal
 from .topics import Topic
 
-__all__ = ["Delivery", "WebhookSender"]
+__all__ = ["BoundResolver", "Delivery", "WebhookSender"]
 
 TIMEOUT = 10.0  # seconds for one delivery, connection included
 
 
-class _BoundResolver(AbstractResolver):
+class BoundResolver(AbstractResolver):
     """aiohttp's resolver, refusing a name any of whose addresses is outside the bound (all of
     them, not only the one tried first: a later retry would try the next)."""
 
@@ -67,7 +67,7 @@ class WebhookSender:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(resolver=_BoundResolver(self.networks)),
+                connector=aiohttp.TCPConnector(resolver=BoundResolver(self.networks)),
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 trust_env=False,
             )

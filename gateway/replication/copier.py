@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import escape
 
+from ..notify.networks import Networks, OutsideNetworks, literal
+from ..notify.webhook import BoundResolver
 from ..s3.authorize import replication_allowed
 from ..s3.ops.objects import user_metadata_header
 from ..store import Store, StoreError, outbox, versions
@@ -35,7 +37,8 @@ from ..store.errors import NoSuchBucket, NoSuchKey
 from ..store.model import ObjectAttrs, ObjectInfo, Origin, OutboxRecord
 from ..tiers.client import S3Client, S3Failed, Target
 from .configuration import Configuration, Rule
-from .remotes import Remote
+from .remotes import KIND as REMOTES
+from .remotes import Remote, from_doc
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +85,22 @@ def _with_class(attrs: ObjectAttrs, rule: Rule) -> ObjectAttrs:
 
 
 class Replicator:
-    def __init__(self, store: Store, remotes: Mapping[str, Remote]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        remotes: Mapping[str, Remote],
+        networks: Networks,
+        open_secret: Callable[[str], bytes],
+    ) -> None:
         self.store = store
-        self.remotes = remotes
-        self._clients: dict[str, S3Client] = {}
+        self.remotes = remotes  # the operator's (--replication-remotes)
+        self.networks = networks  # where an account's own remotes may resolve
+        self.open_secret = open_secret  # what opens their secret keys
+        self._resolver: BoundResolver | None = None
+        self._clients: dict[tuple[str, str], tuple[Remote, S3Client]] = {}
 
     def close(self) -> None:
-        for client in self._clients.values():
+        for _, client in self._clients.values():
             client.close()
         self._clients.clear()
 
@@ -117,7 +129,7 @@ class Replicator:
             return _failed("SrcObjectNotEligible", "SSE-C objects are not replicated")
         version = replace(version, attrs=_with_class(version.attrs, rule))
         name = arn.removeprefix(outbox.BUCKET_ARN)
-        remote = self.remotes.get(name)  # a remote named by the operator wins over a bucket here
+        remote = await self._remote(owner, name)  # a remote wins over a bucket here
         destination = None if remote is not None else await self.store.get_bucket(name)
         if destination is not None:
             action = _action(row.event)
@@ -139,35 +151,59 @@ class Replicator:
         if remote is None:
             return _failed("DstBucketNotFound", f"no bucket {name} here, and no remote names it")
         try:
-            await self._send(remote, row, version)
+            await self._send(owner, remote, row, version)
         except S3Failed as exc:
             if 400 <= exc.status < 500 and exc.status not in _TRANSIENT:
                 return _failed("DstPutObjectNotPermitted", f"{name}: HTTP {exc.status} {exc.code}")
             return Outcome(False, reason=f"{name}: HTTP {exc.status} {exc.code}")
+        except OutsideNetworks as exc:
+            return Outcome(False, reason=f"{name}: {exc}")  # DNS may change: tried again
         except OSError as exc:
             return Outcome(False, reason=f"{name}: {type(exc).__name__}")
         return DONE
 
     # -- a remote endpoint --
 
-    def _client(self, remote: Remote) -> S3Client:
-        client = self._clients.get(remote.bucket)
-        if client is None:
-            target = Target(
-                remote.endpoint,
-                remote.bucket,
-                "",
-                remote.region,
-                remote.access_key,
-                remote.secret_key,
-                path_style=remote.addressing_style != "virtual",
-                ca_file=None if remote.ca_file is None else str(remote.ca_file),
-            )
-            client = self._clients[remote.bucket] = S3Client(target, connections=8)
+    async def _remote(self, owner: str, name: str) -> Remote | None:
+        """The remote a rule of `owner`'s names: the operator's, else the account's own."""
+        found = self.remotes.get(name)
+        if found is not None:
+            return found
+        doc = (await self.store.get_docs(REMOTES, owner)).get(name)
+        return None if doc is None else from_doc(name, doc, self.open_secret)
+
+    def _client(self, owner: str, remote: Remote) -> S3Client:
+        """A client per destination, made again when the remote was changed since."""
+        kept = self._clients.get((owner, remote.bucket))
+        if kept is not None and kept[0] == remote:
+            return kept[1]
+        if kept is not None:
+            kept[1].close()
+        resolver = None
+        if remote.bounded:
+            host = urlsplit(remote.endpoint).hostname or ""
+            address = literal(host)
+            if address is not None:  # an address: aiohttp resolves nothing, checked here
+                self.networks.check(host, [address])
+            resolver = self._resolver = self._resolver or BoundResolver(self.networks)
+        target = Target(
+            remote.endpoint,
+            remote.bucket,
+            "",
+            remote.region,
+            remote.access_key,
+            remote.secret_key,
+            path_style=remote.addressing_style != "virtual",
+            ca_file=None if remote.ca_file is None else str(remote.ca_file),
+        )
+        client = S3Client(target, connections=8, resolver=resolver)
+        self._clients[(owner, remote.bucket)] = (remote, client)
         return client
 
-    async def _send(self, remote: Remote, row: OutboxRecord, version: ObjectInfo) -> None:
-        client = self._client(remote)
+    async def _send(
+        self, owner: str, remote: Remote, row: OutboxRecord, version: ObjectInfo
+    ) -> None:
+        client = self._client(owner, remote)
         if version.delete_marker:
             await client.call("DELETE", row.key, what="replicate a delete marker")
             return

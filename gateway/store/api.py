@@ -42,6 +42,18 @@ T = TypeVar("T")
 # and the id. A scan returns the rows whose leading fields compare after it (or from it).
 Cursor = tuple[Any, ...]
 
+# An account's documents by name, each kind a table (account, name, doc) of its own: its
+# notification topics (gateway/notify/topics.py) and its replication remotes
+# (gateway/replication/remotes.py).
+ACCOUNT_DOCS = ("topics", "remotes")
+
+
+def doc_table(kind: str) -> str:
+    """The table of a kind of account document (its name: only ACCOUNT_DOCS' are)."""
+    if kind not in ACCOUNT_DOCS:
+        raise ValueError(f"no account documents of kind {kind!r}")
+    return kind
+
 
 class CatalogReader(Protocol):
     """Reads; inside a transaction they see its writes."""
@@ -133,8 +145,9 @@ class CatalogReader(Protocol):
         many have `fragment` in their facts' text (outbox.naming: one destination's)."""
         ...
 
-    async def get_topics(self, account: str) -> dict[str, str]:
-        """The account's notification topics: name -> document (JSON)."""
+    async def get_docs(self, kind: str, account: str) -> dict[str, str]:
+        """The account's documents of `kind` (ACCOUNT_DOCS: its notification topics, its
+        replication remotes): name -> document (JSON)."""
         ...
 
 
@@ -351,16 +364,16 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
         """Give back the lease `name` if `holder` holds it."""
         ...
 
-    async def lock_topics(self, account: str) -> dict[str, str]:
-        """get_topics, for a change of the account's topics: no other transaction changes
-        those rows until this one ends."""
+    async def lock_docs(self, kind: str, account: str) -> dict[str, str]:
+        """get_docs, for a change of the account's documents of `kind`: no other transaction
+        changes those rows until this one ends."""
         ...
 
-    async def put_topic(self, account: str, name: str, doc: str) -> None:
-        """Make or replace a topic."""
+    async def put_doc(self, kind: str, account: str, name: str, doc: str) -> None:
+        """Make or replace a document."""
         ...
 
-    async def delete_topic(self, account: str, name: str) -> None: ...
+    async def delete_doc(self, kind: str, account: str, name: str) -> None: ...
 
 
 class Catalog(Protocol):

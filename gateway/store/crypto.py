@@ -450,6 +450,8 @@ IAM_SECRET = "iam-key"
 # The label of a topic's push-endpoint sealed under the same key (gateway/notify/topics.py): a
 # label of its own, so that neither kind of secret can stand in for the other.
 TOPIC_SECRET = "topic-endpoint"
+# The label of a replication remote's secret key (gateway/replication/remotes.py), likewise.
+REMOTE_SECRET = "remote-secret"
 _LEGACY_IAM_SECRET = "iam"
 
 
@@ -573,7 +575,17 @@ class Keyring:
         return _wrap(self.iam, TOPIC_SECRET, secret)
 
     def open_topic_secret(self, sealed: str) -> bytes:
-        if label_of(sealed) != TOPIC_SECRET:
+        return self._open_labelled(TOPIC_SECRET, sealed)
+
+    def seal_remote_secret(self, secret: bytes) -> str:
+        """A replication remote's secret key: as a topic's endpoint, with a label of its own."""
+        return _wrap(self.iam, REMOTE_SECRET, secret)
+
+    def open_remote_secret(self, sealed: str) -> bytes:
+        return self._open_labelled(REMOTE_SECRET, sealed)
+
+    def _open_labelled(self, label: str, sealed: str) -> bytes:
+        if label_of(sealed) != label:
             raise WrongKey(label_of(sealed))
         return open_secret(self.iam, sealed)
 

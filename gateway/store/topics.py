@@ -1,7 +1,8 @@
-"""The Store's topics (gateway/notify/): each account's notification topics, a document per
-topic by name, read and changed through `get_topics` and `change_topics`, kept in the
-catalog's `topics` table (account, name, doc), so that every node of a shared catalog sees
-them and `s3gw migrate`'s catalog holds them.
+"""The Store's account documents: each account's notification topics (gateway/notify/) and
+replication remotes (gateway/replication/remotes.py), a document per name, read and changed
+through `get_docs` and `change_docs`, kept in the catalog's table of that kind (`topics`,
+`remotes`: account, name, doc), so that every node of a shared catalog sees them and `s3gw
+migrate`'s catalog holds them.
 
 Until schema 10 (SQLite) / 9 (PostgreSQL) they were files of the data folder, one JSON file per
 account under DATA/topics/ ({"account": ..., "topics": {name: doc}}): `import_topic_files`
@@ -23,30 +24,32 @@ from .core import StoreCore
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Each account's topics: {name: document (JSON text, gateway/notify/topics.py says what)}.
-TopicDocs = dict[str, str]
+# An account's documents of one kind by name (api.ACCOUNT_DOCS: its topics, JSON documents
+# gateway/notify/topics.py describes; its replication remotes, gateway/replication/remotes.py).
+AccountDocs = dict[str, str]
 
 
 class Topics(StoreCore):
-    async def get_topics(self, account: str) -> TopicDocs:
-        """The account's topics by name (empty: it has none)."""
-        return await self._read.get_topics(account)
+    async def get_docs(self, kind: str, account: str) -> AccountDocs:
+        """The account's documents of `kind` by name (empty: it has none)."""
+        return await self._read.get_docs(kind, account)
 
-    async def change_topics(
-        self, account: str, change: Callable[[TopicDocs], tuple[TopicDocs, T]]
+    async def change_docs(
+        self, kind: str, account: str, change: Callable[[AccountDocs], tuple[AccountDocs, T]]
     ) -> T:
-        """Run `change` on the account's topics as they are now, alone; keep what it returns
-        (the new topics by name, and the caller's answer). `change` is pure: it may run more
-        than once (a conflict with another node's write runs the transaction again)."""
+        """Run `change` on the account's documents of `kind` as they are now, alone; keep what
+        it returns (the new documents by name, and the caller's answer). `change` is pure: it
+        may run more than once (a conflict with another node's write runs the transaction
+        again)."""
 
         async def commit(tx: CatalogTx) -> T:
-            current = await tx.lock_topics(account)
+            current = await tx.lock_docs(kind, account)
             made, result = change(dict(current))
             for name in current.keys() - made.keys():
-                await tx.delete_topic(account, name)
+                await tx.delete_doc(kind, account, name)
             for name, doc in made.items():
                 if current.get(name) != doc:
-                    await tx.put_topic(account, name, doc)
+                    await tx.put_doc(kind, account, name, doc)
             return result
 
         return await self._write(commit)
@@ -68,10 +71,10 @@ class Topics(StoreCore):
         async def commit(tx: CatalogTx) -> int:
             made = 0
             for account, docs in found:
-                current = await tx.lock_topics(account)
+                current = await tx.lock_docs("topics", account)
                 for name, doc in docs.items():
                     if name not in current:
-                        await tx.put_topic(account, name, doc)
+                        await tx.put_doc("topics", account, name, doc)
                         made += 1
             return made
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 # Statuses worth another try: the store below is busy or restarting.
@@ -133,9 +134,14 @@ class S3Client:
     """Requests to one bucket. A session per event loop (a gateway has one; fsck and the tests
     run several loops one after another), closed with `close`."""
 
-    def __init__(self, target: Target, connections: int = 64) -> None:
+    def __init__(
+        self, target: Target, connections: int = 64, resolver: AbstractResolver | None = None
+    ) -> None:
         self.target = target
         self.connections = connections
+        # Who resolves the endpoint's name (None: aiohttp's own); replication's remotes that an
+        # account named are bound by --notify-networks this way (notify/webhook.BoundResolver).
+        self.resolver = resolver
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         split = urlsplit(target.endpoint)
@@ -154,7 +160,9 @@ class S3Client:
             context: ssl.SSLContext | bool = True
             if self.target.ca_file:
                 context = ssl.create_default_context(cafile=self.target.ca_file)
-            connector = aiohttp.TCPConnector(limit=self.connections, ssl=context)
+            connector = aiohttp.TCPConnector(
+                limit=self.connections, ssl=context, resolver=self.resolver
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60),
@@ -203,7 +211,11 @@ class S3Client:
             )
             try:
                 async with self._client().request(
-                    method, aiohttp.client.URL(url, encoded=True), headers=sent, data=body
+                    method,
+                    aiohttp.client.URL(url, encoded=True),
+                    headers=sent,
+                    data=body,
+                    allow_redirects=False,  # an S3 endpoint answers, it does not send elsewhere
                 ) as response:
                     data = await response.read()
                     status = response.status

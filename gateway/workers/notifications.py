@@ -94,6 +94,7 @@ class NotificationWorker:
         # Rows a rule failed for good (their status FAILED), with what the event says of it.
         self.gave_up: dict[int, dict[str, str]] = {}
         self.waiting: set[str] = set()  # destinations with a record waiting (their age shown)
+        self.rules: set[tuple[str, str]] = set()  # (bucket, rule) with a copy waiting (shown)
 
     async def run_forever(self) -> None:
         unavailable = False
@@ -206,20 +207,36 @@ class NotificationWorker:
         return 0.0 if len(rows) == PAGE else IDLE
 
     def _oldest(self, waiting: list[OutboxRecord]) -> None:
-        """s3gw_notifications_oldest_seconds: per destination (a topic's ARN, a replication
-        rule's bucket ARN), the age of the oldest record of this pass's page still waiting for
-        it; 0 for one that has nothing waiting now."""
+        """What this pass's page still waits for (0 for what has nothing waiting now):
+        s3gw_notifications_oldest_seconds per destination (a topic's ARN, a replication
+        rule's bucket ARN), the age of its oldest record; s3gw_replication_pending and
+        _pending_bytes per replication rule (source bucket, rule id), its copies and their
+        sizes."""
         now = time.time_ns()
         oldest: dict[str, int] = {}
+        pending: dict[tuple[str, str], tuple[int, int]] = {}
         for row in waiting:
-            for configuration_id, arn in Facts.from_json(row.facts).targets:
-                if (row.seq, configuration_id, arn) not in self.sent:
-                    oldest[arn] = min(oldest.get(arn, row.time_ns), row.time_ns)
+            facts = Facts.from_json(row.facts)
+            for configuration_id, arn in facts.targets:
+                if (row.seq, configuration_id, arn) in self.sent:
+                    continue
+                oldest[arn] = min(oldest.get(arn, row.time_ns), row.time_ns)
+                if arn.startswith(outbox.BUCKET_ARN):
+                    count, size = pending.get((row.bucket, configuration_id), (0, 0))
+                    copied = (facts.size or 0) if row.event in CREATED else 0
+                    pending[(row.bucket, configuration_id)] = (count + 1, size + copied)
         for arn in self.waiting - oldest.keys():
             metrics.NOTIFY_OLDEST.labels(arn).set(0)
         for arn, since in oldest.items():
             metrics.NOTIFY_OLDEST.labels(arn).set(max(0.0, (now - since) / 1e9))
         self.waiting = set(oldest)
+        for rule in self.rules - pending.keys():
+            metrics.REPLICATION_PENDING.labels(*rule).set(0)
+            metrics.REPLICATION_PENDING_BYTES.labels(*rule).set(0)
+        for rule, (count, size) in pending.items():
+            metrics.REPLICATION_PENDING.labels(*rule).set(count)
+            metrics.REPLICATION_PENDING_BYTES.labels(*rule).set(size)
+        self.rules = set(pending)
 
     async def _deliver(
         self, row: OutboxRecord, found: dict[str, dict[str, str]], failed: set[str]
@@ -293,7 +310,7 @@ class NotificationWorker:
             return False
         outcome = await self.replicator.copy(row, facts.owner, rule_id, arn)
         if not outcome.done:
-            metrics.REPLICATION_FAILURES.inc()
+            metrics.REPLICATION_FAILURES.labels(row.bucket, rule_id).inc()
             if arn not in self.failing:
                 self.failing.add(arn)
                 log.warning(
@@ -306,7 +323,7 @@ class NotificationWorker:
             self.failing.discard(arn)
             log.info("replication: %s takes copies again", arn)
         if outcome.failed:
-            metrics.REPLICATION_FAILED.inc()
+            metrics.REPLICATION_FAILED.labels(row.bucket, rule_id).inc()
             self.gave_up[row.seq] = {
                 "replicationRuleId": rule_id,
                 "destinationBucket": arn,
@@ -318,7 +335,7 @@ class NotificationWorker:
                 "replication: %s of %s to %s failed: %s", row.key, row.bucket, arn, outcome.reason
             )
         else:
-            metrics.REPLICATED.inc()
+            metrics.REPLICATED.labels(row.bucket, rule_id).inc()
         return True
 
     async def _replicated(self, row: OutboxRecord) -> None:
@@ -339,7 +356,7 @@ class NotificationWorker:
         if named is None or self.open_secret is None:
             return None
         if owner not in found:
-            found[owner] = await self.store.get_topics(owner)
+            found[owner] = await self.store.get_docs("topics", owner)
         doc = found[owner].get(named.name)
         if doc is None:
             return None

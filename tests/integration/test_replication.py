@@ -6,8 +6,10 @@ without a loop."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,12 +270,37 @@ def test_a_destination_down_keeps_versions_pending_until_it_is_back(
             s3.put_object(Bucket="src-down", Key=f"k{n}", Body=f"v{n}".encode())
         time.sleep(1.0)  # the worker has tried, and failed, by now
         assert [_status(s3, "src-down", f"k{n}") for n in range(3)] == ["PENDING"] * 3
+        # The rule's metrics: three copies of two bytes each waiting, failures counted.
+        deadline = time.monotonic() + WAIT
+        while _rule_metric(server, "pending", "src-down") != 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _rule_metric(server, "pending", "src-down") == 3
+        assert _rule_metric(server, "pending_bytes", "src-down") == 6
+        assert (_rule_metric(server, "failures_total", "src-down") or 0) >= 1
     finally:
         remote.start()
     far = remote.client()
     for n in range(3):
         _until_status(s3, "src-down", f"k{n}", "COMPLETED")
         assert far.get_object(Bucket="far-down", Key=f"k{n}")["Body"].read() == f"v{n}".encode()
+    deadline = time.monotonic() + WAIT
+    while _rule_metric(server, "pending", "src-down") != 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _rule_metric(server, "pending", "src-down") == 0
+    assert _rule_metric(server, "pending_bytes", "src-down") == 0
+    assert _rule_metric(server, "replicated_total", "src-down", "s3gw_") == 3
+
+
+def _rule_metric(
+    gateway: GatewayProcess, name: str, bucket: str, prefix: str = "s3gw_replication_"
+) -> float | None:
+    """A replication metric of the rule `all` of `bucket`, as /metrics shows it."""
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = re.search(
+        rf'^{prefix}{name}{{bucket="{re.escape(bucket)}",rule="all"}} (\S+)$', text, re.MULTILINE
+    )
+    return float(found.group(1)) if found else None
 
 
 def test_two_buckets_replicating_to_each_other_copy_each_version_once(

@@ -59,7 +59,7 @@ async def _validate(
     assert ctx.bucket_record is not None
     owner = ctx.bucket_record.owner
     region = ctx.settings.region
-    found = await ctx.store.get_topics(owner)
+    found = await ctx.store.get_docs("topics", owner)
     failures: list[tuple[str, str]] = []
     usable: dict[str, topics.Topic] = {}
     for arn in dict.fromkeys(t.arn for t in config.targets):

@@ -5,10 +5,11 @@ A PUT replaces the whole configuration. As AWS: the source bucket's versioning m
 (400 InvalidRequest); each rule's destination must be a bucket this gateway holds, with
 versioning Enabled ("Destination bucket must exist.", "Destination bucket must have versioning
 enabled.", both 400 InvalidRequest, as AWS answers them), and not the source itself; or a
-bucket the operator names in the --replication-remotes file (gateway/replication/remotes.py),
-which is taken as it is named there (whether it exists is the worker's to find out, as AWS
-finds out a cross-account destination's permissions only when it replicates). A remote wins
-over a local bucket of the same name: the operator named it. A GET of a bucket without one is
+remote (gateway/replication/remotes.py): a bucket the operator names in the
+--replication-remotes file, or one the bucket's account named on the console's Remotes page,
+taken as it is named there (whether it exists is the worker's to find out, as AWS finds out a
+cross-account destination's permissions only when it replicates). A remote wins over a local
+bucket of the same name: its owner named it. A GET of a bucket without one is
 404 ReplicationConfigurationNotFoundError; a DELETE is 204 either way."""
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ async def put_bucket_replication(ctx: Context) -> web.StreamResponse:
     config = configuration.parse(body)
     if ctx.bucket_record.versioning != "Enabled":
         raise S3Error("InvalidRequest", _SOURCE_VERSIONING)
-    known = remotes.load(ctx.settings.replication_remotes)
+    owner = ctx.bucket_record.owner
+    known = set(remotes.load(ctx.settings.replication_remotes))
+    known.update(await ctx.store.get_docs(remotes.KIND, owner))  # the account's own
     for name in dict.fromkeys(rule.destination.bucket for rule in config.rules):
         if name in known:
             continue

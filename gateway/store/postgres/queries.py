@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from .. import errors
-from ..api import BlobRow
+from ..api import BlobRow, doc_table
 from ..model import (
     NULL_VERSION,
     Bucket,
@@ -618,23 +618,25 @@ class PostgresTx(ConnReader):
     async def drop_lease(self, name: str, holder: str) -> None:
         await self._run("DELETE FROM leases WHERE name = %s AND holder = %s", (name, holder))
 
-    async def lock_topics(self, account: str) -> dict[str, str]:
-        # Two changes of one account's topics wait for each other on its rows; two making an
-        # account's first topics at once both go ahead (a name made twice: the upsert).
+    async def lock_docs(self, kind: str, account: str) -> dict[str, str]:
+        # Two changes of one account's documents wait for each other on its rows; two making
+        # an account's first ones at once both go ahead (a name made twice: the upsert).
         rows = await self._all(
-            "SELECT name, doc FROM topics WHERE account = %s FOR UPDATE", (account,)
+            f"SELECT name, doc FROM {doc_table(kind)} WHERE account = %s FOR UPDATE", (account,)
         )
         return {name: doc for name, doc in rows}
 
-    async def put_topic(self, account: str, name: str, doc: str) -> None:
+    async def put_doc(self, kind: str, account: str, name: str, doc: str) -> None:
         await self._run(
-            "INSERT INTO topics (account, name, doc) VALUES (%s, %s, %s) "
+            f"INSERT INTO {doc_table(kind)} (account, name, doc) VALUES (%s, %s, %s) "
             "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
             (account, name, doc),
         )
 
-    async def delete_topic(self, account: str, name: str) -> None:
-        await self._run("DELETE FROM topics WHERE account = %s AND name = %s", (account, name))
+    async def delete_doc(self, kind: str, account: str, name: str) -> None:
+        await self._run(
+            f"DELETE FROM {doc_table(kind)} WHERE account = %s AND name = %s", (account, name)
+        )
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         # The upload's row first: its exclusive lock waits for the parts being written into

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ..api import Cursor
+from ..api import Cursor, doc_table
 from ..model import (
     NULL_VERSION,
     Bucket,
@@ -304,8 +304,10 @@ class Reads:
         )
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
-    async def get_topics(self, account: str) -> dict[str, str]:
-        rows = await self._all("SELECT name, doc FROM topics WHERE account = %s", (account,))
+    async def get_docs(self, kind: str, account: str) -> dict[str, str]:
+        rows = await self._all(
+            f"SELECT name, doc FROM {doc_table(kind)} WHERE account = %s", (account,)
+        )
         return {name: doc for name, doc in rows}
 
 

@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Schema 7's document parts and the kind of their rows at 8.
 _PARTS = (
@@ -229,6 +229,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             name        text COLLATE "C" PRIMARY KEY,
             holder      text NOT NULL,
             expires_ns  bigint NOT NULL
+        )""",
+    ),
+    # Replication remotes: each account's, a JSON document by the destination bucket's name,
+    # its secret key sealed (gateway/replication/remotes.py).
+    10: (
+        """CREATE TABLE IF NOT EXISTS remotes (
+            account     text COLLATE "C" NOT NULL,
+            name        text COLLATE "C" NOT NULL,
+            doc         text NOT NULL,
+            PRIMARY KEY (account, name)
         )""",
     ),
 }

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from .. import errors
-from ..api import BlobRow, Cursor
+from ..api import BlobRow, Cursor, doc_table
 from ..model import (
     NULL_VERSION,
     Bucket,
@@ -330,8 +330,9 @@ class SqliteReader:
         ).fetchone()
         return int(scanned), int(naming)
 
-    async def get_topics(self, account: str) -> dict[str, str]:
-        rows = self.conn.execute("SELECT name, doc FROM topics WHERE account = ?", (account,))
+    async def get_docs(self, kind: str, account: str) -> dict[str, str]:
+        table = doc_table(kind)
+        rows = self.conn.execute(f"SELECT name, doc FROM {table} WHERE account = ?", (account,))
         return dict(rows.fetchall())
 
 
@@ -650,18 +651,20 @@ class SqliteTx(SqliteReader):
     async def drop_lease(self, name: str, holder: str) -> None:
         self.conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
 
-    async def lock_topics(self, account: str) -> dict[str, str]:
-        return await self.get_topics(account)  # the one writer: nobody else changes them
+    async def lock_docs(self, kind: str, account: str) -> dict[str, str]:
+        return await self.get_docs(kind, account)  # the one writer: nobody else changes them
 
-    async def put_topic(self, account: str, name: str, doc: str) -> None:
+    async def put_doc(self, kind: str, account: str, name: str, doc: str) -> None:
         self.conn.execute(
-            "INSERT INTO topics (account, name, doc) VALUES (?, ?, ?) "
+            f"INSERT INTO {doc_table(kind)} (account, name, doc) VALUES (?, ?, ?) "
             "ON CONFLICT (account, name) DO UPDATE SET doc = excluded.doc",
             (account, name, doc),
         )
 
-    async def delete_topic(self, account: str, name: str) -> None:
-        self.conn.execute("DELETE FROM topics WHERE account = ? AND name = ?", (account, name))
+    async def delete_doc(self, kind: str, account: str, name: str) -> None:
+        self.conn.execute(
+            f"DELETE FROM {doc_table(kind)} WHERE account = ? AND name = ?", (account, name)
+        )
 
     async def delete_upload(self, upload_id: str) -> list[Part]:
         rows = self.conn.execute(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # IAM (gateway/iam/): an account's identities as rows. The account's own row (its root's access
 # keys: the row a change of the account's identities holds), a row per user, group, role and
@@ -198,6 +198,14 @@ CREATE TABLE IF NOT EXISTS topics (
     doc         TEXT NOT NULL,
     PRIMARY KEY (account, name)
 ) WITHOUT ROWID;
+-- Replication remotes (gateway/replication/remotes.py): each account's, a JSON document by the
+-- destination bucket's name, its secret key sealed.
+CREATE TABLE IF NOT EXISTS remotes (
+    account     TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    doc         TEXT NOT NULL,
+    PRIMARY KEY (account, name)
+) WITHOUT ROWID;
 -- Background work held by one process at a time across every node (the outbox's consumers).
 CREATE TABLE IF NOT EXISTS leases (
     name        TEXT PRIMARY KEY,
@@ -268,6 +276,7 @@ def initialise(path: Path) -> None:
         # 10: the outbox and the leases (gateway/store/outbox.py), and the topics (until then
         # files of the data folder, imported at the next start: Store.sweep), tables of their
         # own made by SCHEMA, empty.
+        # 11: the accounts' replication remotes, a table of its own made by SCHEMA, empty.
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         try:
             conn.executescript(
