@@ -57,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,7 @@ SERVERS = (
     "gateway_log_off",
     "gateway_notified",
     "gateway_replicated",
+    "gateway_replicating",
     "gateway_pg_1_node",
     "gateway_pg_2_nodes",
     "SeaweedFS",
@@ -102,7 +104,9 @@ SERVERS = (
 # answers 200), written in the outbox with the PUT and delivered by the worker (issue 41);
 # gateway_replicated: versioning and a replication rule to another bucket of the same gateway,
 # each PUT's version copied (its metadata, no byte) by the worker (issue 42): compare it with
-# gateway_versioned.
+# gateway_versioned. gateway_replicating: the same rule's destination a bucket of a second
+# gateway on loopback (--replication-remotes), every byte sent: it runs only the replication
+# workload, which times how fast copies reach it against a plain PUT.
 SMALL_ONLY = (
     "gateway_policy",
     "gateway_iam_user",
@@ -122,6 +126,7 @@ LABELS = {
     "gateway_log_off": "gw log off",
     "gateway_notified": "gw notified",
     "gateway_replicated": "gw replicated",
+    "gateway_replicating": "gw to 2nd gw",
     "gateway_pg_1_node": "PG 1 node",
     "gateway_pg_2_nodes": "PG 2 nodes",
     "SeaweedFS": "SeaweedFS",
@@ -153,7 +158,10 @@ WORKLOADS = (
     "complete",
     "copy",
     "list",
+    "replication",
 )
+# What a server runs unless ONLY says otherwise: replication only where a rule copies away.
+DEFAULT_WORKLOADS = tuple(w for w in WORKLOADS if w != "replication")
 TRIVIAL_WORKLOADS = (*SMALL, "large_put", "large_get")
 SMALL_ONLY_WORKLOADS = ("put_c64", "get_c64")
 # Issue 15: the gateway on a PostgreSQL catalog, one node, and two nodes (two processes on one
@@ -166,6 +174,7 @@ ONLY = {
     TRIVIAL: TRIVIAL_WORKLOADS,
     **dict.fromkeys(SMALL_ONLY, SMALL_ONLY_WORKLOADS),
     **dict.fromkeys(PG_NODES, PG_WORKLOADS),
+    "gateway_replicating": ("replication",),
 }
 
 # The issue's targets. Issue 35: 1.3x SeaweedFS's small PUTs and 1.5x its GETs (the gateway at
@@ -190,6 +199,10 @@ TARGETS: dict[str, tuple[str, float]] = {
     # row's server CPU per small PUT.
     "notified_put_cpu_vs_plain": ("<=", 1.2),
     "replicated_put_cpu_vs_plain": ("<=", 1.2),
+    # Issue 42: copies to a second gateway, end to end (from the first PUT to the last copy
+    # made), against the plain gateway's PUT rate (ours, assumed: half of it).
+    "replication_small_vs_plain_put": (">=", 0.5),
+    "replication_large_vs_plain_put": (">=", 0.5),
     # Issue 18: encryption's cost.
     "sse_large_put_vs_ceiling": (">=", 0.8),
     "sse_put_c64_vs_plain": (">=", 0.85),
@@ -299,7 +312,9 @@ class Server:
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
-def _start_gateway(name: str, workers: int, folder: Path) -> Server:
+def _start_gateway(
+    name: str, workers: int, folder: Path, extra: dict[str, str] | None = None
+) -> Server:
     """The gateway at its defaults (but the workers), its log (the access log at info: one
     line per request) to a file as a service's goes to its journal: read through a pipe by
     this process, the log would cost the load generator's CPU."""
@@ -313,6 +328,7 @@ def _start_gateway(name: str, workers: int, folder: Path) -> Server:
         # The plaintext baseline (see SERVERS); gateway_sse_s3 sets its buckets' rule itself.
         "S3GW_DEFAULT_ENCRYPTION": "none",
     }
+    env.update(extra or {})
     if name == "gateway_log_off":
         env["S3GW_LOG_LEVEL"] = "warning"
     else:  # not the caller's setting: the defaults are what is measured
@@ -940,7 +956,7 @@ def _put_all(server: Server, bucket: str, keys: list[str], body: bytes) -> None:
 def _setup(bench: Bench, server: Server) -> None:
     """What the workloads read: the objects the GETs fetch, the listing's keys, copy sources."""
     _put_all(server, "bench", [f"get-{i:03d}" for i in range(GET_KEYS)], bench.small_body)
-    workloads = ONLY.get(server.name, WORKLOADS)
+    workloads = ONLY.get(server.name, DEFAULT_WORKLOADS)
     if "list" in workloads:
         keys = [f"dir{i % LIST_DIRS:02d}/object-{i:05d}" for i in range(LIST_KEYS)]
         _put_all(server, "bench-list", keys, b"")
@@ -953,6 +969,109 @@ def _setup(bench: Bench, server: Server) -> None:
     client.close()
 
 
+# --- replication to a second gateway (issue 42) ------------------------------------------------
+
+_REPLICATION_RULE = (
+    b"<ReplicationConfiguration><Role>arn:aws:iam::123456789012:role/bench</Role><Rule>"
+    b"<ID>all</ID><Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix>"
+    b"</Filter><DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
+    b"<Destination><Bucket>arn:aws:s3:::%s</Bucket></Destination></Rule>"
+    b"</ReplicationConfiguration>"
+)
+
+
+def _start_replicating(name: str, folder: Path) -> Server | str:
+    """A second gateway (one worker) with a versioned bucket `bench-far`, and the gateway
+    measured (one worker) replicating its versioned bucket `bench` there, named by its
+    --replication-remotes file. Both stop together."""
+    (folder / "far").mkdir()
+    try:
+        far = _start_gateway("far", 1, folder / "far")
+    except StepError as e:
+        return str(e)
+    try:
+        client = loadgen.Client(far.signer, timeout=10)
+        _check(client.request("PUT", "/bench-far"), "creating bench-far")
+        _check(client.request("PUT", "/bench-far?versioning", _VERSIONING_ENABLED), "versioning")
+        client.close()
+        remotes = folder / "remotes.toml"
+        remotes.write_text(
+            f'[[remote]]\nbucket_arn = "arn:aws:s3:::bench-far"\nendpoint = "{far.endpoint}"\n'
+            f'region = "us-east-1"\naccess_key = "{ACCESS_KEY}"\nsecret_key = "{SECRET_KEY}"\n'
+        )
+        server = _start_gateway(name, 1, folder, {"S3GW_REPLICATION_REMOTES": str(remotes)})
+    except StepError as e:
+        far.stop()
+        return str(e)
+    stop = server.stop
+
+    def stop_both() -> None:
+        stop()
+        far.stop()
+
+    server.stop = stop_both
+    try:
+        _create_buckets(server, seconds=10)
+        client = loadgen.Client(server.signer, timeout=10)
+        _check(client.request("PUT", "/bench?versioning", _VERSIONING_ENABLED), "versioning")
+        rule = _REPLICATION_RULE % b"bench-far"
+        _check(client.request("PUT", "/bench?replication", rule), "replicating bench")
+        client.close()
+    except StepError:
+        server.stop()
+        raise
+    return server
+
+
+def _replicated_count(server: Server) -> float:
+    """The copies the rule `all` of `bench` has made (its s3gw_replicated counter)."""
+    with urllib.request.urlopen(f"{server.endpoint}/metrics", timeout=10) as answer:
+        text = answer.read()  # unsigned: a signed GET /metrics is S3's, of a bucket "metrics"
+    found = re.search(
+        rb'^s3gw_replicated_total{bucket="bench",rule="all"} (\S+)$', text, re.MULTILINE
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+def _until_replicated(server: Server, count: float, seconds: float) -> float:
+    """Wait until `count` copies are made; the time they were (monotonic)."""
+    deadline = time.monotonic() + seconds
+    while _replicated_count(server) < count:
+        if time.monotonic() > deadline:
+            raise StepError(f"copies not made within {seconds:.0f} s")
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def _replication(bench: Bench, server: Server) -> dict[str, Any]:
+    """4 KiB PUTs at c64 for --seconds, then the wait for their copies at the second
+    gateway: copies per second from the first PUT to the last copy. Then one large PUT and
+    the wait for its copy: MiB/s end to end. The copies' own CPU is the server's (the
+    worker runs in the gateway's process)."""
+    made = _replicated_count(server)
+    requests = loadgen.put_requests(
+        server.signer, "bench", 64, KEYS_PER_CONNECTION, bench.small_body
+    )
+    small_started = time.monotonic()
+    result = loadgen.run(server.endpoints, requests, bench.seconds, None)
+    put_seconds = time.monotonic() - small_started
+    made += result.ops
+    small_done = _until_replicated(server, made, 600)
+    client = loadgen.Client(server.signer)
+    large_started = time.monotonic()
+    response = client.request("PUT", "/bench/large-replicated", bench.block, repeat=bench.large_mib)
+    client.close()
+    _check(response, f"PUT {bench.large_mib} MiB")
+    large_done = _until_replicated(server, made + 1, 600)
+    return {
+        "small_puts": result.ops,
+        "small_put_ops_s": result.ops / put_seconds,
+        "small_copies_per_s": result.ops / (small_done - small_started),
+        "large_put_mib_s": bench.large_mib / response.seconds,
+        "large_copy_mib_s": bench.large_mib / (large_done - large_started),
+    }
+
+
 STEPS: dict[str, Callable[[Bench, Server], dict[str, Any]]] = {
     **{workload: functools.partial(_small, workload=workload) for workload in SMALL},
     "large_put": _large_put,
@@ -961,6 +1080,7 @@ STEPS: dict[str, Callable[[Bench, Server], dict[str, Any]]] = {
     "complete": _complete_latency,
     "copy": _copy,
     "list": _list,
+    "replication": _replication,
 }
 
 
@@ -981,6 +1101,11 @@ def _describe(sample: dict[str, Any]) -> str:
         return f"{sample['ops_per_s']:,.0f} ops/s{errors}"
     if "mib_s" in sample:
         return f"{sample['mib_s']:,.0f} MiB/s"
+    if "small_copies_per_s" in sample:
+        return (
+            f"{sample['small_copies_per_s']:,.0f} copies/s (PUT {sample['small_put_ops_s']:,.0f}"
+            f" ops/s), large {sample['large_copy_mib_s']:,.0f} MiB/s"
+        )
     if "md5_hashlib_mib_s" in sample:
         return f"fsync write {sample['fsync_write_mib_s']:,.0f} MiB/s"
     return "ok"
@@ -1023,7 +1148,7 @@ def _plan(names: list[str], repeats: int) -> list[tuple[int, str, str]]:
         steps.append((repeat, "ceilings", ""))
         for workload in WORKLOADS:
             for name in [*names, TRIVIAL]:
-                if workload in ONLY.get(name, WORKLOADS):
+                if workload in ONLY.get(name, DEFAULT_WORKLOADS):
                     steps.append((repeat, workload, name))
     return steps
 
@@ -1037,6 +1162,8 @@ def _start(name: str, folder: Path, bench: Bench) -> Server | str:
         return Server(TRIVIAL, trivial.url, trivial.proc.pid, trivial.stop)
     if name in PG_NODES:
         return _start_pg(name, folder, bench)
+    if name == "gateway_replicating":
+        return _start_replicating(name, folder)
     if name.startswith("gateway"):
         try:
             server = _start_gateway(name, 2 if name == "gateway_2_workers" else 1, folder)
@@ -1263,6 +1390,8 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
 
     ratios = []
     for one in _gateways(result):
+        if "put_c64" not in ONLY.get(one, DEFAULT_WORKLOADS):
+            continue  # it runs another workload only
         for workload, what in (("put_c64", "PUT"), ("get_c64", "GET")):
             ratios.append(
                 _ratio(
@@ -1282,6 +1411,23 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{one.removeprefix('gateway_')}_put_cpu_vs_plain",
                 get(one, "put_c64", "server_cpu_us_per_op"),
                 get(base, "put_c64", "server_cpu_us_per_op"),
+            )
+        )
+    # Copies to a second gateway (issue 42), end to end, against a plain PUT of the same size
+    # on the plain gateway (one worker, as the replicating one has).
+    large = result["config"]["large_mib"]
+    for size, key, copied, plain in (
+        ("4 KiB", "small", ("small_copies_per_s",), ("put_c64", "ops_per_s")),
+        (f"{large} MiB", "large", ("large_copy_mib_s",), ("large_put", "mib_s")),
+    ):
+        ratios.append(
+            _ratio(
+                f"{size} copies to a 2nd gateway / plain PUT {LABELS['gateway_1_worker']} "
+                f"({'ops' if key == 'small' else 'MiB'}/s)",
+                f"replication_{key}_vs_plain_put",
+                get("gateway_replicating", "replication", copied[0]),
+                get("gateway_1_worker", *plain),
+                "from the first PUT to the last copy made",
             )
         )
     ran = _gateways(result)
@@ -1533,7 +1679,7 @@ def render(result: dict[str, Any]) -> str:
 
         row(label, cell)
 
-    lines += _small_c64_table(result, ran)
+    lines += _small_c64_table(result, [n for n in ran if n != "gateway_replicating"])
     field_row(f"{large} MiB PUT MiB/s", "large_put", "mib_s")
     field_row(f"{large} MiB GET MiB/s", "large_get", "mib_s")
     field_row(f"multipart {large} MiB MiB/s", "multipart", "mib_s")
@@ -1546,6 +1692,10 @@ def render(result: dict[str, Any]) -> str:
         ms_row(f"UploadPartCopy {size} MiB ms", "copy", f"upload_part_copy_{size}mib_ms")
     ms_row(f"ListObjectsV2 1000 of {LIST_KEYS} keys ms", "list", "list_page_ms")
     ms_row(f"ListObjectsV2 delimiter, {LIST_DIRS} prefixes ms", "list", "list_delimiter_ms")
+    field_row("replication: 4 KiB PUT c64 ops/s", "replication", "small_put_ops_s")
+    field_row("  copies made per s, end to end", "replication", "small_copies_per_s")
+    field_row(f"  {large} MiB PUT MiB/s", "replication", "large_put_mib_s")
+    field_row(f"  {large} MiB copied MiB/s, end to end", "replication", "large_copy_mib_s")
     lines.append("peak RSS MiB during each workload (VmHWM reset before it, summed over the")
     lines.append("server's processes; the largest of the repeats):")
     for workload in WORKLOADS:

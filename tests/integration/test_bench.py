@@ -229,10 +229,30 @@ def test_bench_s3_json_end_to_end():
     assert result["errors"] == []
     assert set(result["servers"]) == {"gateway_1_worker", "trivial"}
     workloads = result["servers"]["gateway_1_worker"]["workloads"]
-    assert set(workloads) == set(s3.WORKLOADS)
+    assert set(workloads) == set(s3.DEFAULT_WORKLOADS)
     assert workloads["put_c64"]["ops_per_s"] > 0 and workloads["large_get"]["mib_s"] > 0
     assert result["load_generator"]["put_c64_client_cpu_us_per_op"] > 0
     assert "[1/" in out.stderr  # the progress display
+
+
+def test_bench_s3_replication_to_a_second_gateway():
+    """gateway_replicating: copies to a second gateway timed end to end, both sizes, their
+    ratios to the plain gateway's PUT reported."""
+    out = _bench(
+        "s3", "--servers", "gateway_1_worker,gateway_replicating", "--seconds", "0.3",
+        "--repeats", "1", "--large-mib", "4", "--json", timeout=240,
+    )  # fmt: skip
+    result = json.loads(out.stdout)
+    assert result["errors"] == []
+    replication = result["servers"]["gateway_replicating"]["workloads"]
+    assert set(replication) == {"replication"}
+    figures = replication["replication"]
+    assert figures["small_puts"] > 0 and figures["small_copies_per_s"] > 0
+    assert 0 < figures["small_copies_per_s"] <= figures["small_put_ops_s"] * 1.5
+    assert figures["large_copy_mib_s"] > 0 and figures["large_put_mib_s"] > 0
+    ratios = {r["key"]: r for r in result["ratios"]}
+    for key in ("replication_small_vs_plain_put", "replication_large_vs_plain_put"):
+        assert ratios[key]["value"] is not None and ratios[key]["value"] > 0
 
 
 def test_bench_copy_json_end_to_end():
