@@ -32,7 +32,11 @@ class RedisSender(BrokerSender[aioredis.Redis]):
             socket_timeout=self.timeout,
             **extra,
         )
-        await client.ping()
+        try:
+            await client.ping()
+        except BaseException:
+            await client.aclose()  # a client that never connected is closed all the same
+            raise
         return client
 
     async def publish(self, connection: aioredis.Redis, topic: Topic, body: bytes) -> None:

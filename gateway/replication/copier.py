@@ -196,7 +196,8 @@ class Replicator:
             path_style=remote.addressing_style != "virtual",
             ca_file=None if remote.ca_file is None else str(remote.ca_file),
         )
-        client = S3Client(target, connections=8, resolver=resolver)
+        # As many connections as keys the notifications worker copies at once (KEYS_AT_ONCE).
+        client = S3Client(target, connections=16, resolver=resolver)
         self._clients[(owner, remote.bucket)] = (remote, client)
         return client
 

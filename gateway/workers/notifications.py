@@ -59,6 +59,9 @@ _OPERATIONS = {
 # holder renews it once a third has gone.
 LEASE_SECONDS = 15.0
 PAGE = 200
+# Keys delivered at once in a pass: a key's rows go one after another (its order), different
+# keys side by side, so that a destination's round trip is not paid once per row in turn.
+KEYS_AT_ONCE = 16
 IDLE = 0.25  # seconds between looks at an empty outbox
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0
@@ -84,6 +87,7 @@ class NotificationWorker:
         self.open_secret = open_secret
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.held_at: float | None = None  # monotonic time the lease was last taken
+        self._holding = asyncio.Lock()  # one renewal at a time (a pass delivers keys at once)
         self.backoff = 0.0
         self.sent: set[_Sent] = set()
         # Destinations failing now: a warning when one starts failing, a line when it is back
@@ -143,6 +147,20 @@ class NotificationWorker:
         self.sent.clear()
         return False
 
+    async def _acknowledge(self, seqs: list[int]) -> None:
+        """Remove rows every destination has acknowledged."""
+        if not seqs:
+            return
+        await self.store.acknowledge(seqs)
+        finished = set(seqs)
+        self.sent = {s for s in self.sent if s[0] not in finished}
+        metrics.NOTIFY_PENDING.dec(len(seqs))
+
+    async def _hold_once(self) -> bool:
+        """_hold, for the keys a pass delivers side by side: one of them renews at a time."""
+        async with self._holding:
+            return await self._hold()
+
     async def release_lease(self) -> None:
         """Give the lease back (on a clean stop, or with nothing to deliver), so that another
         process, or a restarted gateway, delivers at once."""
@@ -175,11 +193,8 @@ class NotificationWorker:
         held: set[tuple[str, str]] = set()  # keys with a row not delivered
         done: list[int] = []
         expired = time.time_ns() - self.retention_ns
+        chains: dict[tuple[str, str], list[OutboxRecord]] = {}  # each key's rows, in order
         for row in rows:
-            # A long pass (slow destinations) renews the lease as it goes, and stops if another
-            # holder took it: two holders delivering at once would break a key's order.
-            if not await self._hold():
-                break
             if row.time_ns < expired and outbox.BUCKET_ARN not in row.facts:
                 # Waited longer than the retention: dropped, counted (--notify-retention). A
                 # row with a replication rule's copy to make waits for its destination instead.
@@ -189,17 +204,37 @@ class NotificationWorker:
                 metrics.NOTIFY_DROPPED.inc()
                 done.append(row.seq)
                 continue
-            if (row.bucket, row.key) in held:
-                continue
-            if await self._deliver(row, found, failed):
-                done.append(row.seq)
-            else:
-                held.add((row.bucket, row.key))
+            chains.setdefault((row.bucket, row.key), []).append(row)
+        lost = False
+        turns = asyncio.Semaphore(KEYS_AT_ONCE)
+        unacknowledged: list[int] = []  # delivered in this pass, still in the outbox
+
+        async def deliver_key(key: tuple[str, str], chain: list[OutboxRecord]) -> None:
+            nonlocal lost
+            async with turns:
+                for row in chain:
+                    # A long pass (slow destinations) renews the lease as it goes, and stops if
+                    # another holder took it: two holders delivering at once would break a
+                    # key's order.
+                    if lost or not await self._hold_once():
+                        lost = True
+                        return
+                    if not await self._deliver(row, found, failed):
+                        held.add(key)  # its later rows wait for this one
+                        return
+                    done.append(row.seq)
+                    unacknowledged.append(row.seq)
+                    if len(unacknowledged) >= KEYS_AT_ONCE:
+                        # Removed as the pass goes, a few at a time: what a crash of this
+                        # holder leaves to deliver again is what was in flight, not the page.
+                        batch = unacknowledged[:]
+                        unacknowledged.clear()
+                        await self._acknowledge(batch)
+
+        dropped = done[:]  # rows dropped above, before any delivery
+        await asyncio.gather(*(deliver_key(key, chain) for key, chain in chains.items()))
+        await self._acknowledge(dropped + unacknowledged)
         finished = set(done)
-        if done:
-            await self.store.acknowledge(done)
-            self.sent = {s for s in self.sent if s[0] not in finished}
-            metrics.NOTIFY_PENDING.dec(len(done))
         self._oldest([r for r in rows if r.seq not in finished])
         if held:
             return self._failed()

@@ -100,11 +100,15 @@ def _put(server: GatewayProcess, bucket: str, *keys: str) -> dict[str, str]:
 
 
 def _check(messages: list[bytes], bucket: str, topic: str, etags: dict[str, str]) -> None:
-    """One message per PUT, in order, each `{"Records": [AWS's record]}`."""
+    """One message per PUT, each `{"Records": [AWS's record]}` (each key's in the order of its
+    changes; the keys here are distinct, and delivered side by side: in any order)."""
     bodies = [json.loads(m) for m in messages]
     assert [len(b["Records"]) for b in bodies] == [1] * len(etags)
-    records = [b["Records"][0] for b in bodies]
-    assert [r["s3"]["object"]["key"] for r in records] == list(etags)
+    order = list(etags)
+    records = sorted(
+        (b["Records"][0] for b in bodies), key=lambda r: order.index(r["s3"]["object"]["key"])
+    )
+    assert [r["s3"]["object"]["key"] for r in records] == order
     for record, (key, etag) in zip(records, etags.items(), strict=True):
         assert record["eventVersion"] == "2.1" and record["eventSource"] == "aws:s3"
         assert record["awsRegion"] == "us-east-1"
