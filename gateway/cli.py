@@ -20,7 +20,16 @@ from .store.errors import StoreError
 PRIVATE = 0o077
 # The settings `s3gw credentials` reads: where the keys are, and the region it exports.
 CREDENTIALS_OPTIONS = ("data", "access-key", "secret-key", "users", "region")
-FSCK_OPTIONS = ("data", "catalog", "blobs", "blobs-endpoint", "blobs-region", "blobs-addressing")
+FSCK_OPTIONS = (
+    "data",
+    "catalog",
+    "blobs",
+    "blobs-endpoint",
+    "blobs-region",
+    "blobs-addressing",
+    "blobs-ca",
+    "blobs-credentials",
+)
 
 
 def _credentials(settings: config.Settings) -> None:
