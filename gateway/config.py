@@ -41,7 +41,7 @@ class Settings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_self_signed: bool = False
-    inline_max: int = 64 * 1024
+    inline_max: int = 64 * 1024  # INLINE_MAX
     body_timeout: float = 20.0
     min_body_rate: int = 500
     max_header_size: int = 8190
@@ -184,7 +184,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "bytes a second a request body must average over each --body-timeout of waiting "
         "for it, or RequestTimeout; 0: no minimum",
     ),
-    ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
+    # Unset: INLINE_MAX, or TIER_INLINE_MAX with blobs on S3 (inline_max_for).
+    (
+        "inline-max",
+        int,
+        None,
+        "bodies up to this many bytes are kept in the catalog; unset: 65536, or 262144 with "
+        "--blobs s3://",
+    ),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("kms-keys", str, None, "TOML file of local KMS keys for SSE-KMS ([[key]] id, arn, enabled)"),
     (
@@ -477,6 +484,20 @@ def _blobs_keys(values: Mapping[str, Any], file: Path | None) -> tuple[str | Non
     return found
 
 
+# --inline-max when not given. With blobs on S3 a body below costs a round trip to the store
+# at every read (a HEAD and a ranged GET) and two at a write, where a file costs an open: more
+# bodies stay in the catalog (figures: docs/scaling.md, "Blobs on S3").
+INLINE_MAX = 64 * 1024
+TIER_INLINE_MAX = 256 * 1024
+
+
+def inline_max_for(given: int | None, blobs: str | None) -> int:
+    """--inline-max as given, else the default of the blob tier in use."""
+    if given is not None:
+        return given
+    return INLINE_MAX if blobs is None else TIER_INLINE_MAX
+
+
 def blobs_url(value: str | None) -> str | None:
     """--blobs: unset, or s3://BUCKET[/PREFIX]."""
     if not value or not value.strip():
@@ -539,7 +560,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         tls_cert=paths["tls-cert"],
         tls_key=paths["tls-key"],
         tls_self_signed=_self_signed(args, env),
-        inline_max=values["inline-max"],
+        inline_max=inline_max_for(values["inline-max"], blobs),
         body_timeout=values["body-timeout"],
         min_body_rate=values["min-body-rate"],
         max_header_size=values["max-header-size"],

@@ -110,6 +110,18 @@ def test_put_and_ranged_gets_over_blobs_below(s3, bucket, seaweed, below):
     assert got == medium[-100:]
 
 
+def test_bodies_up_to_256_kib_stay_in_the_catalog_by_default(s3, bucket, seaweed, below):
+    # The tier's --inline-max default (a read below costs a round trip to the store).
+    before = set(blobs_below(seaweed, below))
+    kept, sent = _body(256 * 1024), _body(256 * 1024 + 1)
+    s3.put_object(Bucket=bucket, Key="kept", Body=kept)
+    assert set(blobs_below(seaweed, below)) == before
+    s3.put_object(Bucket=bucket, Key="sent", Body=sent)
+    assert len(set(blobs_below(seaweed, below)) - before) == 1
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == kept
+    assert s3.get_object(Bucket=bucket, Key="sent")["Body"].read() == sent
+
+
 def test_plaintext_objects_go_below_as_they_are(s3, bucket, seaweed, below):
     before = set(blobs_below(seaweed, below))
     data = _body(2 * MIB)

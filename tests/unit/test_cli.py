@@ -78,6 +78,30 @@ def test_blobs_settings_are_checked_at_start() -> None:
     assert default.blobs_access_key is None
 
 
+def test_inline_max_is_larger_with_blobs_on_s3_unless_given() -> None:
+    import argparse
+
+    from gateway import config
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    keys = {"S3GW_BLOBS_ACCESS_KEY": "a", "S3GW_BLOBS_SECRET_KEY": "s"}
+    tier = {**keys, "S3GW_BLOBS": "s3://tier"}
+
+    def inline_max(argv: list[str], env: dict[str, str]) -> int:
+        return config.settings_from(parser.parse_args(argv), env=env).inline_max
+
+    assert inline_max([], {}) == config.INLINE_MAX == 64 * 1024
+    assert inline_max([], tier) == config.TIER_INLINE_MAX == 256 * 1024
+    assert inline_max(["--blobs", "s3://tier"], keys) == 256 * 1024
+    # Given, by flag or environment, it is what it says, on either tier (0 included).
+    assert inline_max(["--inline-max", "65536"], tier) == 65536
+    assert inline_max([], {**tier, "S3GW_INLINE_MAX": "0"}) == 0
+    assert inline_max([], {"S3GW_INLINE_MAX": "300000"}) == 300000
+    # Empty is unset (compose passes S3GW_INLINE_MAX= when .env leaves it so).
+    assert inline_max([], {**tier, "S3GW_INLINE_MAX": ""}) == 256 * 1024
+
+
 def _blobs_settings(tmp_path, text: str | None, env: dict[str, str] | None = None):
     import argparse
 
