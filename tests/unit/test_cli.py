@@ -190,7 +190,13 @@ def test_each_command_lists_only_its_own_flags_in_its_help():
         "--deep",
         "--repair",
     }
-    assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
+    # With --blobs-to it reads where the catalog and the blobs are, as fsck does.
+    assert helps["migrate"] == helps["fsck"] - {"--deep", "--repair"} | {
+        "--to",
+        "--blobs-to",
+        "--batch",
+        "--sample",
+    }
     assert helps["keys"] == {"--help", "--data"}
     # resync opens the folder as fsck does (its catalog and blob tier), and names a rule.
     assert helps["replicate resync"] == helps["fsck"] - {"--deep", "--repair"} | {"--rule"}
@@ -204,3 +210,26 @@ def test_credentials_takes_its_own_flags_and_no_serving_flag(tmp_path):
     # A serving flag is not the credentials command's.
     out = run("credentials", "--data", str(tmp_path), "--workers", "2")
     assert out.returncode == 2 and "unrecognized arguments: --workers" in out.stderr
+
+
+def test_a_start_on_a_tier_the_blobs_left_is_refused(tmp_path) -> None:
+    import argparse
+    import dataclasses
+
+    from gateway import config, tiers
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    folder = config.settings_from(parser.parse_args(["--data", str(tmp_path)]), env={})
+    below = dataclasses.replace(folder, blobs="s3://tier/p")
+    tiers.check_moved(folder)  # no marker: as before, any tier
+    tiers.check_moved(below)
+    (tmp_path / tiers.MARKER).write_text("s3://tier/p\n")
+    tiers.check_moved(below)
+    assert tiers.blob_store(below) is not None
+    with pytest.raises(config.StartError, match="start with --blobs/S3GW_BLOBS s3://tier/p, not"):
+        tiers.blob_store(folder)
+    (tmp_path / tiers.MARKER).write_text("folder\n")
+    assert tiers.blob_store(folder) is None
+    with pytest.raises(config.StartError, match=r"S3GW_BLOBS unset, not s3://tier/p$"):
+        tiers.check_moved(below)
