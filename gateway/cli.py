@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> None:
         "--repair", action="store_true", help="remove orphans and fix reference counts"
     )
     move = commands.add_parser(
-        "migrate", help="move the data folder's SQLite catalog into an empty PostgreSQL database"
+        "migrate",
+        help="move the data folder's SQLite catalog into an empty PostgreSQL database, or "
+        "(--blobs-to) its blobs between the folder and an S3 store",
     )
     # With --blobs-to, where the catalog and the blobs are now, as fsck reads them.
     config.add_options(move, only=FSCK_OPTIONS)
