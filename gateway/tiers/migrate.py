@@ -117,9 +117,14 @@ async def _digest(store: BlobStore, blob_id: str) -> tuple[int, str, str] | None
 
 
 async def _copy(source: BlobStore, target: BlobStore, blob_id: str) -> None:
-    writer = (
-        S3Writer(target, blob_id) if isinstance(target, S3Blobs) else FileWriter(target, blob_id)  # type: ignore[arg-type]
-    )
+    # Under the blob's own id: the catalog's rows name it (a BlobStore's writer() makes a new
+    # one, for a new body).
+    writer: S3Writer | FileWriter
+    if isinstance(target, S3Blobs):
+        writer = S3Writer(target, blob_id)
+    else:
+        assert isinstance(target, BlobFiles)
+        writer = FileWriter(target, blob_id)
     blob = await source.open(blob_id)
     try:
         size, offset = blob.size(), 0
