@@ -5,6 +5,7 @@ not shipped.)"""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -20,7 +21,16 @@ from .store.errors import StoreError
 PRIVATE = 0o077
 # The settings `s3gw credentials` reads: where the keys are, and the region it exports.
 CREDENTIALS_OPTIONS = ("data", "access-key", "secret-key", "users", "region")
-FSCK_OPTIONS = ("data", "catalog", "blobs", "blobs-endpoint", "blobs-region", "blobs-addressing")
+FSCK_OPTIONS = (
+    "data",
+    "catalog",
+    "blobs",
+    "blobs-endpoint",
+    "blobs-region",
+    "blobs-addressing",
+    "blobs-ca",
+    "blobs-credentials",
+)
 
 
 def _credentials(settings: config.Settings) -> None:
@@ -69,14 +79,44 @@ def _fsck(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from .store.migrate import migrate
 
+    if args.blobs_to is not None:
+        return _migrate_blobs(args)
     try:
         if not args.to:
             raise config.StartError("--to is required: the postgresql:// URL to move into")
         url = config.catalog_url(args.to)
         if url == "sqlite":
             raise config.StartError("--to must be a postgresql:// URL: the catalog is SQLite now")
-        summary = migrate(Path(args.data), url, batch=args.batch, sample=args.sample)
+        summary = migrate(
+            Path(args.data or config.env_default("data")), url, batch=args.batch, sample=args.sample
+        )
     except (FolderInUse, StoreError, config.StartError) as exc:
+        print(f"s3gw migrate: {exc}", file=sys.stderr)
+        return 2
+    print(summary.render())
+    return 0
+
+
+def _migrate_blobs(args: argparse.Namespace) -> int:
+    from .tiers import FOLDER
+    from .tiers.migrate import move_blobs
+
+    try:
+        if args.to:
+            raise config.StartError("--to and --blobs-to: move the catalog or the blobs, not both")
+        to = args.blobs_to.strip()
+        to = FOLDER if to == FOLDER else config.blobs_url(to)
+        if to is None:
+            raise config.StartError("--blobs-to must be folder or s3://BUCKET[/PREFIX]")
+        settings = config.settings_from(args)
+        tiers.check_moved(settings)
+        # The new tier's settings: the same ones, --blobs changed (its keys read and checked).
+        if to == FOLDER:
+            target = dataclasses.replace(settings, blobs=None)
+        else:
+            target = config.settings_from(argparse.Namespace(**{**vars(args), "blobs": to}))
+        summary = move_blobs(settings, target)
+    except (FolderInUse, StoreError, config.StartError, OSError) as exc:
         print(f"s3gw migrate: {exc}", file=sys.stderr)
         return 2
     print(summary.render())
@@ -174,9 +214,18 @@ def main(argv: list[str] | None = None) -> None:
         "--repair", action="store_true", help="remove orphans and fix reference counts"
     )
     move = commands.add_parser(
-        "migrate", help="move the data folder's SQLite catalog into an empty PostgreSQL database"
+        "migrate",
+        help="move the data folder's SQLite catalog into an empty PostgreSQL database, or "
+        "(--blobs-to) its blobs between the folder and an S3 store",
     )
-    move.add_argument("--data", default=config.env_default("data"), help="data folder")
+    # With --blobs-to, where the catalog and the blobs are now, as fsck reads them.
+    config.add_options(move, only=FSCK_OPTIONS)
+    move.add_argument(
+        "--blobs-to",
+        default=None,
+        help="instead of the catalog, move the blobs: to folder (the data folder) or "
+        "s3://BUCKET[/PREFIX] (with the --blobs-* settings), every gateway on them stopped",
+    )
     move.add_argument(
         "--to", default="", help="postgresql://USER:PASSWORD@HOST:PORT/DB (an empty database)"
     )

@@ -6,6 +6,7 @@ Every flag `--some-name` also reads `S3GW_SOME_NAME`; a flag given on the comman
 from __future__ import annotations
 
 import argparse
+import configparser
 import ipaddress
 import os
 import tomllib
@@ -40,7 +41,7 @@ class Settings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_self_signed: bool = False
-    inline_max: int = 64 * 1024
+    inline_max: int = 64 * 1024  # INLINE_MAX
     body_timeout: float = 20.0
     min_body_rate: int = 500
     max_header_size: int = 8190
@@ -106,6 +107,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
     ("blobs-region", str, "us-east-1", "the region --blobs is signed for"),
     ("blobs-access-key", str, None, "access key for the S3 store of --blobs"),
     ("blobs-secret-key", str, None, "secret key for the S3 store of --blobs"),
+    # For Docker and Kubernetes secrets, which are files (docs/scaling.md, "Blobs on S3").
+    (
+        "blobs-credentials",
+        str,
+        None,
+        "file of the keys for --blobs, as AWS's shared credentials file writes them "
+        "([default] aws_access_key_id, aws_secret_access_key)",
+    ),
     ("blobs-addressing", str, "path", "path (/BUCKET/KEY) or virtual (BUCKET.HOST/KEY) style"),
     ("blobs-ca", str, None, "CA certificates (PEM) to trust for --blobs-endpoint over HTTPS"),
     ("address", str, "127.0.0.1:9000", "HOST:PORT to listen on"),
@@ -175,7 +184,14 @@ _OPTIONS: list[tuple[str, type, object, str]] = [
         "bytes a second a request body must average over each --body-timeout of waiting "
         "for it, or RequestTimeout; 0: no minimum",
     ),
-    ("inline-max", int, 64 * 1024, "bodies up to this many bytes are kept in the catalog"),
+    # Unset: INLINE_MAX, or TIER_INLINE_MAX with blobs on S3 (inline_max_for).
+    (
+        "inline-max",
+        int,
+        None,
+        "bodies up to this many bytes are kept in the catalog; unset: 65536, or 262144 with "
+        "--blobs s3://",
+    ),
     ("md5-backend", str, "hashlib", "how ETags are hashed: hashlib or openssl"),
     ("kms-keys", str, None, "TOML file of local KMS keys for SSE-KMS ([[key]] id, arn, enabled)"),
     (
@@ -412,7 +428,74 @@ def _cidrs(value: str | None) -> tuple[str, ...]:
     return found
 
 
-_PATHS = ("users", "tls-cert", "tls-key", "kms-keys", "blobs-ca", "replication-remotes")
+_PATHS = (
+    "users",
+    "tls-cert",
+    "tls-key",
+    "kms-keys",
+    "blobs-ca",
+    "blobs-credentials",
+    "replication-remotes",
+)
+# The section and keys of --blobs-credentials: what `aws configure` writes to
+# ~/.aws/credentials, so a file made for the AWS CLI or an SDK serves as it is.
+CREDENTIALS_SECTION = "default"
+CREDENTIALS_KEYS = ("aws_access_key_id", "aws_secret_access_key")
+
+
+def read_blobs_credentials(path: Path) -> tuple[str, str]:
+    """The access key and secret key of --blobs-credentials (an AWS shared credentials file,
+    its [default] profile); one StartError line for a file that cannot give them."""
+    where = f"{setting_name('blobs-credentials')} {path}"
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(path.read_text(), source=str(path))
+    except OSError as exc:
+        raise StartError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, configparser.Error) as exc:
+        first = str(exc).splitlines()[0]
+        raise StartError(f"{where}: not an INI file of [default] keys: {first}") from None
+    if not parser.has_section(CREDENTIALS_SECTION):
+        raise StartError(f"{where}: no [{CREDENTIALS_SECTION}] section")
+    section = parser[CREDENTIALS_SECTION]
+    missing = [k for k in CREDENTIALS_KEYS if not section.get(k, "").strip()]
+    if missing:
+        raise StartError(f"{where}: [{CREDENTIALS_SECTION}] has no {' and no '.join(missing)}")
+    access, secret = (section[k].strip() for k in CREDENTIALS_KEYS)
+    return access, secret
+
+
+def _blobs_keys(values: Mapping[str, Any], file: Path | None) -> tuple[str | None, str | None]:
+    """--blobs' keys: from --blobs-credentials, or --blobs-access-key and --blobs-secret-key.
+    Both ways at once only if they agree: two places that disagree would leave the operator
+    guessing which one a gateway uses."""
+    given = (values["blobs-access-key"] or None, values["blobs-secret-key"] or None)
+    if file is None:
+        return given
+    found = read_blobs_credentials(file)
+    for flag, value, read in zip(
+        ("blobs-access-key", "blobs-secret-key"), given, found, strict=True
+    ):
+        if value is not None and value != read:
+            raise StartError(
+                f"{setting_name(flag)} and {setting_name('blobs-credentials')} {file} give "
+                "different keys: give one of them"
+            )
+    return found
+
+
+# --inline-max when not given. With blobs on S3 a body below costs a round trip to the store
+# at every read (a HEAD and a ranged GET) and two at a write, where a file costs an open: more
+# bodies stay in the catalog (figures: docs/scaling.md, "Blobs on S3").
+INLINE_MAX = 64 * 1024
+TIER_INLINE_MAX = 256 * 1024
+
+
+def inline_max_for(given: int | None, blobs: str | None) -> int:
+    """--inline-max as given, else the default of the blob tier in use."""
+    if given is not None:
+        return given
+    return INLINE_MAX if blobs is None else TIER_INLINE_MAX
 
 
 def blobs_url(value: str | None) -> str | None:
@@ -449,19 +532,22 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
     host, port = _address(values["address"])
     paths = {name: Path(values[name]) if values[name] else None for name in _PATHS}
     blobs = blobs_url(values["blobs"])
-    if blobs is not None and not (values["blobs-access-key"] and values["blobs-secret-key"]):
-        raise StartError(
-            f"{setting_name('blobs')} needs {setting_name('blobs-access-key')} and "
-            f"{setting_name('blobs-secret-key')}"
-        )
+    blobs_access_key = blobs_secret_key = None
+    if blobs is not None:
+        blobs_access_key, blobs_secret_key = _blobs_keys(values, paths["blobs-credentials"])
+        if not (blobs_access_key and blobs_secret_key):
+            raise StartError(
+                f"{setting_name('blobs')} needs {setting_name('blobs-access-key')} and "
+                f"{setting_name('blobs-secret-key')}, or {setting_name('blobs-credentials')}"
+            )
     return Settings(
         data=Path(values["data"]),
         catalog=catalog_url(values["catalog"]),
         blobs=blobs,
         blobs_endpoint=values["blobs-endpoint"] or None,
         blobs_region=values["blobs-region"],
-        blobs_access_key=values["blobs-access-key"] or None,
-        blobs_secret_key=values["blobs-secret-key"] or None,
+        blobs_access_key=blobs_access_key,
+        blobs_secret_key=blobs_secret_key,
         blobs_addressing=values["blobs-addressing"],
         blobs_ca=paths["blobs-ca"],
         host=host,
@@ -474,7 +560,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str] | None = None
         tls_cert=paths["tls-cert"],
         tls_key=paths["tls-key"],
         tls_self_signed=_self_signed(args, env),
-        inline_max=values["inline-max"],
+        inline_max=inline_max_for(values["inline-max"], blobs),
         body_timeout=values["body-timeout"],
         min_body_rate=values["min-body-rate"],
         max_header_size=values["max-header-size"],

@@ -42,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import digest, logs, metrics, tls
+from . import digest, logs, metrics, tiers, tls
 from .app import (
     LOG_OBSERVER,
     OBJECT_READS,
@@ -84,6 +84,7 @@ def serve(settings: Settings) -> None:
         main_user(settings, create=False)  # both or neither, and usable keys
     _tls_files(settings)
     _console_files(settings)
+    tiers.check_moved(settings)
     listeners = _listen(settings)
     try:
         settings = replace(settings, port=listeners[0].getsockname()[1])

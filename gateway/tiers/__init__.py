@@ -10,9 +10,32 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable
 
-from ..config import Settings
+from ..config import Settings, StartError, setting_name
 from ..store.api import BlobStore
 from .client import Target
+
+# In the data folder, written by `s3gw migrate --blobs-to` (migrate.py) once every blob is on
+# the tier it names: FOLDER, or the s3:// URL of --blobs.
+MARKER = "blobs.moved"
+FOLDER = "folder"
+
+
+def check_moved(settings: Settings) -> None:
+    """StartError if `s3gw migrate --blobs-to` moved the blobs to a tier other than --blobs':
+    a gateway there would serve the old copies and write where no later start looks."""
+    try:
+        moved = (settings.data / MARKER).read_text().strip()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StartError(f"{settings.data / MARKER}: cannot read it: {exc.strerror}") from None
+    where = settings.blobs or FOLDER
+    if moved != where:
+        wanted = "unset" if moved == FOLDER else moved
+        raise StartError(
+            f"the blobs of {settings.data} were moved to {moved} by s3gw migrate ({MARKER}): "
+            f"start with {setting_name('blobs')} {wanted}, not {where}"
+        )
 
 
 def target(settings: Settings) -> Target | None:
@@ -33,8 +56,13 @@ def target(settings: Settings) -> Target | None:
     )
 
 
-def blob_store(settings: Settings) -> Callable[[concurrent.futures.Executor], BlobStore] | None:
-    """The BlobStore factory open_store takes for these settings (None: the data folder's)."""
+def blob_store(
+    settings: Settings, *, check: bool = True
+) -> Callable[[concurrent.futures.Executor], BlobStore] | None:
+    """The BlobStore factory open_store takes for these settings (None: the data folder's);
+    StartError if the folder's blobs were moved elsewhere (unless not `check`)."""
+    if check:
+        check_moved(settings)
     where = target(settings)
     if where is None:
         return None

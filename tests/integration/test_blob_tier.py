@@ -110,6 +110,18 @@ def test_put_and_ranged_gets_over_blobs_below(s3, bucket, seaweed, below):
     assert got == medium[-100:]
 
 
+def test_bodies_up_to_256_kib_stay_in_the_catalog_by_default(s3, bucket, seaweed, below):
+    # The tier's --inline-max default (a read below costs a round trip to the store).
+    before = set(blobs_below(seaweed, below))
+    kept, sent = _body(256 * 1024), _body(256 * 1024 + 1)
+    s3.put_object(Bucket=bucket, Key="kept", Body=kept)
+    assert set(blobs_below(seaweed, below)) == before
+    s3.put_object(Bucket=bucket, Key="sent", Body=sent)
+    assert len(set(blobs_below(seaweed, below)) - before) == 1
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == kept
+    assert s3.get_object(Bucket=bucket, Key="sent")["Body"].read() == sent
+
+
 def test_plaintext_objects_go_below_as_they_are(s3, bucket, seaweed, below):
     before = set(blobs_below(seaweed, below))
     data = _body(2 * MIB)
@@ -287,3 +299,41 @@ class _Stream:
             self.rest += piece
         out, self.rest = (self.rest, b"") if size < 0 else (self.rest[:size], self.rest[size:])
         return out
+
+
+def test_keys_from_a_credentials_file(tmp_path: Path, seaweed: SeaweedServer) -> None:
+    """--blobs-credentials, as a Docker or Kubernetes secret gives them: a file, no keys in
+    the environment; a file that cannot give them stops the start with one line."""
+    own = seaweed.bucket(f"file-keys-{os.getpid()}")
+    env = seaweed.env(own)
+    secret = tmp_path / "blobs-credentials"
+    secret.write_text(
+        "[default]\n"
+        f"aws_access_key_id = {env.pop('S3GW_BLOBS_ACCESS_KEY')}\n"
+        f"aws_secret_access_key = {env.pop('S3GW_BLOBS_SECRET_KEY')}\n"
+    )
+    server = GatewayProcess(tmp_path / "data", {**env, "S3GW_BLOBS_CREDENTIALS": str(secret)})
+    assert "S3GW_BLOBS_ACCESS_KEY" not in server.env
+    server.start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="filed")
+        data = _body(MIB + 5)
+        s3.put_object(Bucket="filed", Key="k", Body=data)
+        assert s3.get_object(Bucket="filed", Key="k")["Body"].read() == data
+        assert len(blobs_below(seaweed, own)) == 1
+    finally:
+        server.stop()
+    missing = tmp_path / "no-such-file"
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--data", str(tmp_path / "data")],
+        env={**os.environ, **env, "S3GW_BLOBS_CREDENTIALS": str(missing)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"--blobs-credentials/S3GW_BLOBS_CREDENTIALS {missing}: cannot read it: "
+        "No such file or directory"
+    ]

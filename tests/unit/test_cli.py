@@ -74,6 +74,81 @@ def test_blobs_settings_are_checked_at_start() -> None:
             config.settings_from(parser.parse_args(["--blobs", wrong]), env=keys)
     default = config.settings_from(parser.parse_args([]), env={})
     assert default.blobs is None and tiers.blob_store(default) is None
+    # A file's keys go no further than the tier's settings: the rest is unchanged.
+    assert default.blobs_access_key is None
+
+
+def test_inline_max_is_larger_with_blobs_on_s3_unless_given() -> None:
+    import argparse
+
+    from gateway import config
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    keys = {"S3GW_BLOBS_ACCESS_KEY": "a", "S3GW_BLOBS_SECRET_KEY": "s"}
+    tier = {**keys, "S3GW_BLOBS": "s3://tier"}
+
+    def inline_max(argv: list[str], env: dict[str, str]) -> int:
+        return config.settings_from(parser.parse_args(argv), env=env).inline_max
+
+    assert inline_max([], {}) == config.INLINE_MAX == 64 * 1024
+    assert inline_max([], tier) == config.TIER_INLINE_MAX == 256 * 1024
+    assert inline_max(["--blobs", "s3://tier"], keys) == 256 * 1024
+    # Given, by flag or environment, it is what it says, on either tier (0 included).
+    assert inline_max(["--inline-max", "65536"], tier) == 65536
+    assert inline_max([], {**tier, "S3GW_INLINE_MAX": "0"}) == 0
+    assert inline_max([], {"S3GW_INLINE_MAX": "300000"}) == 300000
+    # Empty is unset (compose passes S3GW_INLINE_MAX= when .env leaves it so).
+    assert inline_max([], {**tier, "S3GW_INLINE_MAX": ""}) == 256 * 1024
+
+
+def _blobs_settings(tmp_path, text: str | None, env: dict[str, str] | None = None):
+    import argparse
+
+    from gateway import config
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    path = tmp_path / "blobs-credentials"
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(text)
+    env = {"S3GW_BLOBS": "s3://tier", "S3GW_BLOBS_CREDENTIALS": str(path), **(env or {})}
+    return config.settings_from(parser.parse_args([]), env=env)
+
+
+def test_blobs_keys_from_an_aws_shared_credentials_file(tmp_path) -> None:
+    from gateway import config, tiers
+
+    # As `aws configure` writes it; other profiles and keys (a session token) are not ours.
+    text = (
+        "[other]\naws_access_key_id = X\naws_secret_access_key = Y\n\n"
+        "[default]\naws_access_key_id = AKIA1\naws_secret_access_key = s%cret/+=\n"
+        "region = eu-west-3\n"
+    )
+    settings = _blobs_settings(tmp_path, text)
+    assert (settings.blobs_access_key, settings.blobs_secret_key) == ("AKIA1", "s%cret/+=")
+    target = tiers.target(settings)
+    assert target is not None and target.secret_key == "s%cret/+="
+    # The environment's keys too, if they are the same ones.
+    same = {"S3GW_BLOBS_ACCESS_KEY": "AKIA1", "S3GW_BLOBS_SECRET_KEY": "s%cret/+="}
+    assert _blobs_settings(tmp_path, text, same).blobs_access_key == "AKIA1"
+    # Each mistake is one line naming the setting.
+    mistakes = [
+        (None, {}, "cannot read it: No such file"),
+        ("aws_access_key_id = A\n", {}, "not an INI file"),
+        ("[prod]\naws_access_key_id = A\naws_secret_access_key = S\n", {}, r"no \[default\]"),
+        ("[default]\naws_access_key_id = A\n", {}, "has no aws_secret_access_key"),
+        ("[default]\naws_secret_access_key = S\n", {}, "has no aws_access_key_id$"),
+        (text, {"S3GW_BLOBS_SECRET_KEY": "other"}, "BLOBS_SECRET_KEY and .* different keys"),
+        (text, {"S3GW_BLOBS_ACCESS_KEY": "AKIA2"}, "BLOBS_ACCESS_KEY and .* different keys"),
+    ]
+    for content, env, message in mistakes:
+        with pytest.raises(config.StartError, match=message) as caught:
+            _blobs_settings(tmp_path, content, env)
+        assert "\n" not in str(caught.value)
+        assert "--blobs-credentials/S3GW_BLOBS_CREDENTIALS" in str(caught.value)
     # The tier runs on the product's dependencies: no botocore.
     code = (
         "import sys\nsys.modules['botocore'] = sys.modules['boto3'] = None\nimport gateway.tiers.s3"
@@ -110,10 +185,18 @@ def test_each_command_lists_only_its_own_flags_in_its_help():
         "--blobs-endpoint",
         "--blobs-region",
         "--blobs-addressing",
+        "--blobs-ca",
+        "--blobs-credentials",
         "--deep",
         "--repair",
     }
-    assert helps["migrate"] == {"--help", "--data", "--to", "--batch", "--sample"}
+    # With --blobs-to it reads where the catalog and the blobs are, as fsck does.
+    assert helps["migrate"] == helps["fsck"] - {"--deep", "--repair"} | {
+        "--to",
+        "--blobs-to",
+        "--batch",
+        "--sample",
+    }
     assert helps["keys"] == {"--help", "--data"}
     # resync opens the folder as fsck does (its catalog and blob tier), and names a rule.
     assert helps["replicate resync"] == helps["fsck"] - {"--deep", "--repair"} | {"--rule"}
@@ -127,3 +210,26 @@ def test_credentials_takes_its_own_flags_and_no_serving_flag(tmp_path):
     # A serving flag is not the credentials command's.
     out = run("credentials", "--data", str(tmp_path), "--workers", "2")
     assert out.returncode == 2 and "unrecognized arguments: --workers" in out.stderr
+
+
+def test_a_start_on_a_tier_the_blobs_left_is_refused(tmp_path) -> None:
+    import argparse
+    import dataclasses
+
+    from gateway import config, tiers
+
+    parser = argparse.ArgumentParser()
+    config.add_options(parser)
+    folder = config.settings_from(parser.parse_args(["--data", str(tmp_path)]), env={})
+    below = dataclasses.replace(folder, blobs="s3://tier/p")
+    tiers.check_moved(folder)  # no marker: as before, any tier
+    tiers.check_moved(below)
+    (tmp_path / tiers.MARKER).write_text("s3://tier/p\n")
+    tiers.check_moved(below)
+    assert tiers.blob_store(below) is not None
+    with pytest.raises(config.StartError, match="start with --blobs/S3GW_BLOBS s3://tier/p, not"):
+        tiers.blob_store(folder)
+    (tmp_path / tiers.MARKER).write_text("folder\n")
+    assert tiers.blob_store(folder) is None
+    with pytest.raises(config.StartError, match=r"S3GW_BLOBS unset, not s3://tier/p$"):
+        tiers.check_moved(below)
