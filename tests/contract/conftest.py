@@ -1,6 +1,8 @@
 """Every catalog backend runs the contract suite: the Store service over it must behave as S3
-says. Backends are the `harness` fixture's parameters: the SQLite catalog in a data folder, and
-a PostgreSQL database on the test session's server (tests/postgres.py)."""
+says. Backends are the `harness` fixture's parameters: the SQLite catalog in a data folder, a
+PostgreSQL database on the test session's server (tests/postgres.py), and another whose writes
+run SERIALIZABLE (`s3gw_isolation=serializable`, as on CockroachDB or a YugabyteDB without
+read committed: every race a serialization failure, 40001, that the adapter runs again)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ T = TypeVar("T")
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest], str | None]] = {
     "sqlite": lambda request: None,  # the data folder's own
     "postgresql": lambda request: request.getfixturevalue("postgres").database(),
+    "postgresql-serializable": lambda request: (
+        request.getfixturevalue("postgres").database() + "?s3gw_isolation=serializable"
+    ),
 }
 
 

@@ -24,6 +24,9 @@ So every table must have an explicit primary key whose leading column is a name 
 chose (a bucket, an account), a random id, or a constant of a one-row table: LEADING below says
 which, table by table, and a table not listed there fails until someone says.
 
+The isolation a catalog URL chooses (`s3gw_isolation`) and the refusal of a YugabyteDB whose
+READ COMMITTED is Snapshot isolation are pure functions, tested here too.
+
 Known exceptions (EXCEPTIONS): the outbox of events numbers its rows with an identity column
 (schema 9), which is also its primary key; the records' sequencer is that number
 (gateway/store/outbox.py). Giving it up changes what the notifications promise, in files
@@ -38,7 +41,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.store.postgres import schema
+from gateway.store.errors import StoreError
+from gateway.store.postgres import engine_refusal, schema, split_isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "gateway" / "store" / "postgres"
@@ -243,3 +247,75 @@ def test_monotonic_exceptions_are_still_monotonic() -> None:
     for table in MONOTONIC_EXCEPTIONS:
         (definition,) = [i for i in tables[table] if i.split()[0] == _primary_key(tables[table])[0]]
         assert re.search(r"\bAS\s+IDENTITY\b", definition, re.I), definition
+
+
+# --- the isolation the catalog URL chooses, and the YugabyteDB start-up check -----------------
+
+# `SELECT version()` as YugabyteDB answers it (2.20) and as PostgreSQL does.
+YB_VERSION = (
+    "PostgreSQL 11.2-YB-2.20.1.0-b0 on x86_64-pc-linux-gnu, compiled by clang version 16.0.6, "
+    "64-bit"
+)
+PG_VERSION = "PostgreSQL 15.8 (Debian 15.8-0+deb12u1) on x86_64-pc-linux-gnu, 64-bit"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u@h/db", ("postgresql://u@h/db", "read-committed")),
+        (
+            "postgresql://u@h/db?s3gw_isolation=serializable",
+            ("postgresql://u@h/db", "serializable"),
+        ),
+        (
+            "postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write"
+            "&s3gw_isolation=SERIALIZABLE&options=-c%20statement_timeout%3D5s",
+            (
+                "postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write"
+                "&options=-c%20statement_timeout%3D5s",
+                "serializable",
+            ),
+        ),
+        (
+            "postgresql://u@h/db?s3gw_isolation=read-committed",
+            ("postgresql://u@h/db", "read-committed"),
+        ),
+    ],
+)
+def test_the_url_chooses_the_isolation_and_libpq_never_sees_the_parameter(
+    url: str, expected: tuple[str, str]
+) -> None:
+    assert split_isolation(url) == expected
+
+
+def test_an_unknown_isolation_is_refused_in_one_line() -> None:
+    with pytest.raises(StoreError) as refused:
+        split_isolation("postgresql://u:secret@h/db?s3gw_isolation=snapshot")
+    message = str(refused.value)
+    assert "s3gw_isolation" in message and "serializable" in message
+    assert "secret" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("version", "setting", "isolation", "refused"),
+    [
+        (PG_VERSION, None, "read-committed", False),  # PostgreSQL: no such setting, no check
+        (PG_VERSION, None, "serializable", False),
+        (YB_VERSION, "on", "read-committed", False),
+        (YB_VERSION, "true", "read-committed", False),
+        (YB_VERSION, "off", "read-committed", True),  # Snapshot isolation, silently
+        (YB_VERSION, "false", "read-committed", True),
+        (YB_VERSION, None, "read-committed", True),  # SHOW did not know it: not on
+        (YB_VERSION, "off", "serializable", False),  # the operator chose SERIALIZABLE
+        (YB_VERSION, None, "serializable", False),
+    ],
+)
+def test_a_yugabytedb_without_read_committed_is_refused_unless_serializable(
+    version: str, setting: str | None, isolation: str, refused: bool
+) -> None:
+    """Untested against a real YugabyteDB (none can be installed here): the decision alone."""
+    reason = engine_refusal(version, setting, isolation)
+    assert (reason is not None) == refused
+    if reason is not None:
+        assert "yb_enable_read_committed_isolation" in reason
+        assert "s3gw_isolation=serializable" in reason and "\n" not in reason

@@ -23,8 +23,15 @@ Isolation: READ COMMITTED with explicit row locks, not REPEATABLE READ or SERIAL
   of times with jittered backoff, seeing the other's commit. The Store's write functions can
   run again: they take their timestamps inside, and a failed attempt leaves nothing.
 The statements are also valid on engines that run everything SERIALIZABLE (CockroachDB by
-default): there every one of these races surfaces as SQLSTATE 40001 and is retried. Nothing
-here uses advisory locks, LISTEN/NOTIFY or sequences.
+default): there every one of these races surfaces as SQLSTATE 40001 and is retried. The
+catalog URL's `s3gw_isolation=serializable` begins every write SERIALIZABLE for them (the
+contract suite runs so on PostgreSQL too); the parameter is the gateway's, taken off the URL
+before libpq sees it. Nothing here uses advisory locks, LISTEN/NOTIFY or sequences but the
+outbox's identity (tests/unit/test_postgres_portability.py reads the SQL for them).
+
+YugabyteDB runs READ COMMITTED as Snapshot isolation unless its tservers have
+`yb_enable_read_committed_isolation`: the locks above would then guard stale snapshots, so a
+start there is refused unless the URL chose SERIALIZABLE (`engine_refusal`).
 
 Connections: an asyncio pool, made the first time a call runs in an event loop (never before
 the loop: the Store may be made before it, and the gateway forks workers after making one;
@@ -54,7 +61,7 @@ from psycopg import conninfo
 from .. import errors
 from ..api import CatalogAudit, CatalogReader, CatalogTx
 from .pool import ConnectionPool, PoolClosed, PoolTimeout
-from .queries import Conflict, PostgresAudit, PostgresTx
+from .queries import BEGIN, BEGIN_SERIALIZABLE, Conflict, PostgresAudit, PostgresTx
 from .reads import ConnReader, PooledReader, Row
 from .schema import MigrationFailed, SchemaTooNew, initialise
 
@@ -85,6 +92,67 @@ def describe(url: str) -> str:
     user = f"{params['user']}@" if params.get("user") else ""
     port = f":{params['port']}" if params.get("port") else ""
     return f"postgresql://{user}{params.get('host', '')}{port}/{params.get('dbname', '')}"
+
+
+# The catalog URL's own parameter (not libpq's): the isolation writes begin with.
+ISOLATION_PARAMETER = "s3gw_isolation"
+ISOLATIONS = {"read-committed": BEGIN, "serializable": BEGIN_SERIALIZABLE}
+YB_READ_COMMITTED = "yb_enable_read_committed_isolation"
+
+
+def split_isolation(url: str) -> tuple[str, str]:
+    """The URL libpq is given (without `s3gw_isolation`, which libpq would refuse), and the
+    isolation it names (read-committed unless it says serializable). Other parameters are
+    kept byte for byte (a multi-host URL's `target_session_attrs` among them)."""
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url, "read-committed"
+    kept, isolation = [], "read-committed"
+    for item in query.split("&"):
+        name, _, value = item.partition("=")
+        if name == ISOLATION_PARAMETER:
+            isolation = value.lower()
+            if isolation not in ISOLATIONS:
+                raise errors.StoreError(
+                    f"the catalog URL's {ISOLATION_PARAMETER} must be "
+                    f"{' or '.join(ISOLATIONS)}, not {value!r}"
+                )
+        elif item:
+            kept.append(item)
+    return (f"{base}?{'&'.join(kept)}" if kept else base), isolation
+
+
+def engine_refusal(version: str, read_committed: str | None, isolation: str) -> str | None:
+    """Why the catalog must not be served on this engine (None: it may), from its `SELECT
+    version()`, its `yb_enable_read_committed_isolation` (None: SHOW did not know it) and the
+    isolation the URL chose. YugabyteDB without that flag runs READ COMMITTED as Snapshot
+    isolation (docs.yugabyte.com, "Isolation levels"), without a word: the row locks the
+    writes rely on (queries.py) would guard reads of a snapshot taken before the wait."""
+    if "-YB-" not in version or isolation == "serializable":
+        return None
+    if (read_committed or "").strip().lower() in ("on", "true", "1"):
+        return None
+    shown = "unknown" if read_committed is None else read_committed
+    return (
+        f"YugabyteDB runs READ COMMITTED as Snapshot isolation unless the tservers' "
+        f"{YB_READ_COMMITTED} flag is true (it is {shown}): set it, or add "
+        f"{ISOLATION_PARAMETER}=serializable to the catalog URL"
+    )
+
+
+def _engine_check(isolation: str) -> Callable[[psycopg.Connection[Any]], str | None]:
+    def check(conn: psycopg.Connection[Any]) -> str | None:
+        row = conn.execute("SELECT version()").fetchone()
+        version = str(row[0]) if row else ""
+        if "-YB-" not in version:
+            return None
+        try:
+            setting = conn.execute(f"SHOW {YB_READ_COMMITTED}").fetchone()
+        except psycopg.errors.UndefinedObject:
+            setting = None
+        return engine_refusal(version, str(setting[0]) if setting else None, isolation)
+
+    return check
 
 
 def _one_line(exc: BaseException) -> str:
@@ -124,8 +192,9 @@ class PostgresCatalog:
         """`pool_size`: connections per process (one process of one node). `pool_timeout`:
         how long a request waits for a busy pool before it is answered 503. (`pool`, the
         Store's threads, is not needed: every call awaits the network, none blocks.)"""
-        self.url = url
-        self.where = describe(url)
+        self.url, self.isolation = split_isolation(url)
+        self._begin = ISOLATIONS[self.isolation]
+        self.where = describe(self.url)
         self.pool_size = pool_size
         self.pool_timeout = pool_timeout
         self._connect = {"connect_timeout": connect_timeout, "application_name": "s3gw"}
@@ -137,6 +206,9 @@ class PostgresCatalog:
         self._writes: set[asyncio.Task[Any]] = set()
         self._closed = False
         try:
+            refusal = self.blocking(_engine_check(self.isolation))
+            if refusal is not None:
+                raise errors.StoreError(f"cannot serve the catalog {self.where}: {refusal}")
             self.blocking(initialise)
         except (psycopg.Error, SchemaTooNew, MigrationFailed) as exc:
             message = f"cannot open the catalog {self.where}: {_one_line(exc)}"
@@ -322,7 +394,7 @@ class PostgresCatalog:
 
     async def _attempt(self, fn: Callable[[CatalogTx], Awaitable[T]]) -> tuple[T, list[str]]:
         async with self.connection() as conn:
-            tx = PostgresTx(conn)  # its BEGIN goes with its first statement
+            tx = PostgresTx(conn, self._begin)  # its BEGIN goes with its first statement
             try:
                 result = await fn(tx)
                 await tx.settle()

@@ -34,9 +34,11 @@ class PostgresImport:
 
     @classmethod
     async def connect(cls, url: str) -> PostgresImport:
-        """Its schema made or migrated, as a gateway's first start would."""
-        from . import describe
+        """Its schema made or migrated, as a gateway's first start would (the URL the
+        gateway will serve it with: its `s3gw_isolation` is the gateway's, not libpq's)."""
+        from . import describe, split_isolation
 
+        url, _ = split_isolation(url)
         where = describe(url)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:

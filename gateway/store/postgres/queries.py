@@ -86,8 +86,11 @@ class Conflict(Exception):
 
 
 # Explicit, so that a server default (default_transaction_isolation) does not change what
-# the locks below are for.
+# the locks below are for. SERIALIZABLE: for engines that run nothing else (CockroachDB, a
+# YugabyteDB without read committed), chosen by the catalog URL (`s3gw_isolation`); the same
+# statements, each race a serialization failure (40001) that runs the write again.
 BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+BEGIN_SERIALIZABLE = "BEGIN ISOLATION LEVEL SERIALIZABLE"
 # Pipeline mode needs libpq 14 (psycopg's binary wheels bundle a newer one).
 _PIPELINE = psycopg.AsyncPipeline.is_supported()
 
@@ -106,8 +109,9 @@ class PostgresTx(ConnReader):
     _OBJECT_LOCK = " FOR UPDATE"
     _UPLOAD_LOCK = " FOR SHARE"
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], begin: str = BEGIN) -> None:
         super().__init__(conn)
+        self.begin = begin
         self.begun = False  # the BEGIN was sent: the transaction ends by COMMIT or ROLLBACK
         self._queued: list[tuple[str, Sequence[Any]]] = []  # deferred, not yet sent
         self.released: list[str] = []  # file blobs that reached zero references
@@ -134,11 +138,11 @@ class PostgresTx(ConnReader):
         if self._queued:
             await self._send(*self._queued.pop())
         elif not self.begun:
-            await self._send(BEGIN, ())
+            await self._send(self.begin, ())
 
     async def _send(self, sql: str, args: Sequence[Any]) -> psycopg.AsyncCursor[Row]:
         """Run `sql` after what is queued (the BEGIN first); its cursor, answered."""
-        statements = [] if self.begun else [(BEGIN, ())]
+        statements = [] if self.begun else [(self.begin, ())]
         statements += [*self._queued, (sql, args)]
         self._queued.clear()
         self.begun = True
