@@ -90,6 +90,7 @@ LEADING: dict[str, str] = {
     "iam_attachments": "account: the account's id",
     "access_keys": "access_key: a random access key id",
     "topics": "account: the account's id",
+    "remotes": "account: the account's id (then the destination bucket's name)",
     "leases": "name: the name of the background work",
 }
 
