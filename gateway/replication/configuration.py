@@ -74,6 +74,9 @@ class Destination:
     # AccessControlTranslation Owner=Destination: the replica is owned by the destination's
     # account.
     owner_override: bool = False
+    # EncryptionConfiguration's ReplicaKmsKeyID: the KMS key a copy of an SSE-KMS version is
+    # encrypted with at a remote destination (it needs SseKmsEncryptedObjects).
+    replica_kms_key: str | None = None
 
     @property
     def arn(self) -> str:
@@ -234,12 +237,16 @@ def _destination(el: Element) -> Destination:
                 "Account must be specified when AccessControlTranslation is specified"
             )
         owner_override = True
+    replica_kms_key = None
     if "EncryptionConfiguration" in parts:
-        raise S3Error("NotImplemented", "A replica's own KMS key is not available on this gateway")
+        found = _children(parts["EncryptionConfiguration"], ("ReplicaKmsKeyID",))
+        replica_kms_key = _text(found.get("ReplicaKmsKeyID"))
+        if not replica_kms_key:
+            raise _malformed()
     for name_ in ("ReplicationTime", "Metrics"):
         if name_ in parts and _enabled_feature(parts[name_]):
             raise S3Error("NotImplemented", f"{name_} is not available on this gateway")
-    return Destination(name, account, storage_class, owner_override)
+    return Destination(name, account, storage_class, owner_override, replica_kms_key)
 
 
 def _enabled_feature(el: Element) -> bool:
@@ -282,6 +289,14 @@ def _rule(el: Element) -> Rule:
     destination = _destination(parts["Destination"])
     replica_modifications, sse_kms = _source_selection(parts.get("SourceSelectionCriteria"))
     existing = _status(parts.get("ExistingObjectReplication"))
+    if sse_kms and destination.replica_kms_key is None:
+        raise _invalid_request(
+            "ReplicaKmsKeyID must be specified if SseKmsEncryptedObjects tag is present."
+        )
+    if destination.replica_kms_key is not None and not sse_kms:
+        raise _invalid_request(
+            "SseKmsEncryptedObjects must be specified if EncryptionConfiguration is present."
+        )
     if "Filter" in parts:
         if "Prefix" in parts:
             raise _malformed()
@@ -402,6 +417,10 @@ def _rule_nodes(rule: Rule) -> Iterable[xml.Node]:
             ("Account", d.account),
             ("StorageClass", d.storage_class),
             ("AccessControlTranslation", [("Owner", "Destination")] if d.owner_override else None),
+            (
+                "EncryptionConfiguration",
+                [("ReplicaKmsKeyID", d.replica_kms_key)] if d.replica_kms_key else None,
+            ),
         ],
     )
     if not rule.v1:

@@ -151,7 +151,7 @@ class Replicator:
         if remote is None:
             return _failed("DstBucketNotFound", f"no bucket {name} here, and no remote names it")
         try:
-            await self._send(owner, remote, row, version)
+            await self._send(owner, remote, row, version, rule)
         except S3Failed as exc:
             if 400 <= exc.status < 500 and exc.status not in _TRANSIENT:
                 return _failed("DstPutObjectNotPermitted", f"{name}: HTTP {exc.status} {exc.code}")
@@ -202,7 +202,7 @@ class Replicator:
         return client
 
     async def _send(
-        self, owner: str, remote: Remote, row: OutboxRecord, version: ObjectInfo
+        self, owner: str, remote: Remote, row: OutboxRecord, version: ObjectInfo, rule: Rule
     ) -> None:
         client = self._client(owner, remote)
         if version.delete_marker:
@@ -218,7 +218,7 @@ class Replicator:
             except S3Failed as exc:
                 if exc.status != 404:
                     raise
-        headers = _headers(version)
+        headers = {**_headers(version), **_encryption(version.attrs, rule)}
         sizes = list(version.parts) or _pieces(version.size)
         if len(sizes) <= 1 and version.size <= SINGLE_PUT and not version.parts:
             data = await self._read(version, 0, version.size)
@@ -283,6 +283,20 @@ def _headers(version: ObjectInfo) -> dict[str, str]:
             f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in attrs.tags
         )
     return headers
+
+
+def _encryption(attrs: ObjectAttrs, rule: Rule) -> dict[str, str]:
+    """How the remote is asked to encrypt the copy: an SSE-KMS version (which only a rule with
+    SseKmsEncryptedObjects copies) under the rule's ReplicaKmsKeyID. Any other version takes
+    the destination bucket's default encryption (SSE-S3 on AWS since 2023, and here): no
+    header, which S3 implementations without server-side encryption (SeaweedFS answers 500
+    to one) would refuse."""
+    if attrs.kms_encrypted and rule.destination.replica_kms_key:
+        return {
+            "x-amz-server-side-encryption": "aws:kms",
+            "x-amz-server-side-encryption-aws-kms-key-id": rule.destination.replica_kms_key,
+        }
+    return {}
 
 
 def _tagging(tags: tuple[tuple[str, str], ...]) -> bytes:

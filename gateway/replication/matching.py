@@ -8,7 +8,9 @@ AWS's "What is replicated" page says:
 - a DELETE of a version by its id, and lifecycle's expirations, are never replicated;
 - a tag change (ObjectTagging's kinds) goes to the rules that apply to the version's tags now;
 - a change that is itself a replica goes on only where ReplicaModifications is Enabled, so
-  two buckets replicating to each other do not copy back and forth.
+  two buckets replicating to each other do not copy back and forth;
+- a version encrypted with SSE-KMS goes only where SourceSelectionCriteria's
+  SseKmsEncryptedObjects is Enabled (AWS's default is not to replicate them).
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ TAGGING = frozenset((outbox.TAGGED, outbox.UNTAGGED))
 
 
 def replicas(
-    document: str, event: str, key: str, tags: Mapping[str, str], replica: bool
+    document: str, event: str, key: str, tags: Mapping[str, str], replica: bool, kms: bool
 ) -> list[tuple[str, str]]:
-    """The (rule id, destination bucket ARN) pairs a change is copied to."""
+    """The (rule id, destination bucket ARN) pairs a change is copied to (`kms`: the version
+    is encrypted with SSE-KMS)."""
     if event not in CREATED and event not in TAGGING and event != outbox.MARKER:
         return []
     rules = Configuration.from_document(document).rules_for(key, tags)
     if replica:
         rules = [r for r in rules if r.replica_modifications]
+    if kms:
+        rules = [r for r in rules if r.sse_kms_objects]
     if event == outbox.MARKER:
         rules = [r for r in rules if r.delete_markers and not r.tags]
     return [(r.id, outbox.BUCKET_ARN + r.destination.bucket) for r in rules]

@@ -129,7 +129,14 @@ class Buckets(StoreCore):
                 record = await require_bucket(tx, bucket)
                 await outbox.record(
                     tx,
-                    self.fired(record, event, key, version.attrs.tags, origin.replica),
+                    self.fired(
+                        record,
+                        event,
+                        key,
+                        version.attrs.tags,
+                        origin.replica,
+                        version.attrs.kms_encrypted,
+                    ),
                     record,
                     key,
                     event,

@@ -85,9 +85,12 @@ class StoreCore:
         key: str,
         tags: Sequence[tuple[str, str]] = (),
         replica: bool = False,
+        kms: bool = False,
     ) -> tuple[tuple[str, str], ...]:
         """What a change must reach: notification destinations and replication rules."""
-        return outbox.fired(bucket, self.destinations, self.replicas, event, key, tags, replica)
+        return outbox.fired(
+            bucket, self.destinations, self.replicas, event, key, tags, replica, kms
+        )
 
     def close(self) -> None:
         self.files.close()
@@ -173,7 +176,8 @@ class StoreCore:
         for it, in this transaction too."""
         await tx.retain(obj.extents, new_blobs)
         bucket = await require_bucket(tx, obj.bucket)
-        fired = self.fired(bucket, event, obj.key, obj.attrs.tags, origin.replica)
+        attrs = obj.attrs
+        fired = self.fired(bucket, event, obj.key, attrs.tags, origin.replica, attrs.kms_encrypted)
         if obj.attrs.sse_key is not None:  # SSE-C objects are not replicated (no key to read)
             fired = tuple(t for t in fired if not outbox.is_replication(t))
         status = _status(fired, origin)

@@ -95,6 +95,11 @@ class ObjectAttrs:
     replication: str | None = None
 
     @property
+    def kms_encrypted(self) -> bool:
+        """SSE-KMS (or its dual-layer kind): replicated only where a rule asks for them."""
+        return self.sse.get("x-amz-server-side-encryption", "").startswith("aws:kms")
+
+    @property
     def etag_is_md5(self) -> bool:
         """Is the ETag of an object (or part) with these attrs the MD5 of its bytes? Not under
         SSE-C or SSE-KMS: "The ETag in the response is not the MD5 of the object data"."""

@@ -378,7 +378,8 @@ class Objects(StoreCore):
             version = await versions.find(tx, bucket, key, version_id)
             if version is None or version.delete_marker:
                 return outbox.SKIPPED
-            fired = self.fired(record, outbox.PUT, key, version.attrs.tags)
+            attrs = version.attrs
+            fired = self.fired(record, outbox.PUT, key, attrs.tags, kms=attrs.kms_encrypted)
             sse_c = version.attrs.sse_key is not None
             outcome, targets = outbox.requeued(version.attrs.replication, sse_c, fired, rule_id)
             if outcome != outbox.QUEUED:

@@ -52,9 +52,9 @@ REPLICATION = "replication"
 # ARN) pairs it fires, in the document's order (empty: none).
 Destinations = Callable[[str, str, str], Sequence[tuple[str, str]]]
 # (a bucket's replication document, an event, a key, the version's tags, whether the change
-# is itself a replica) -> the (rule id, destination bucket ARN `arn:aws:s3:::NAME`) pairs it
-# is copied to (empty: none).
-Replicas = Callable[[str, str, str, Mapping[str, str], bool], Sequence[tuple[str, str]]]
+# is itself a replica, whether the version is SSE-KMS) -> the (rule id, destination bucket ARN
+# `arn:aws:s3:::NAME`) pairs it is copied to (empty: none).
+Replicas = Callable[[str, str, str, Mapping[str, str], bool, bool], Sequence[tuple[str, str]]]
 
 # A target's destination ARN names a bucket (replication), else a topic (notifications).
 BUCKET_ARN = "arn:aws:s3:::"
@@ -122,6 +122,7 @@ def fired(
     key: str,
     tags: Sequence[tuple[str, str]] = (),
     replica: bool = False,
+    kms: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """What `event` on `key` must reach: the notification configurations it fires and the
     replication rules that copy it (each consumer's targets in one row)."""
@@ -131,7 +132,7 @@ def fired(
         found += destinations(document, event, key)
     document = bucket.settings.get(REPLICATION)
     if document is not None and replicas is not None:
-        found += replicas(document, event, key, dict(tags), replica)
+        found += replicas(document, event, key, dict(tags), replica, kms)
     return tuple(found)
 
 

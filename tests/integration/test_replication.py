@@ -60,7 +60,7 @@ region = "us-east-1"
 access_key = "{remote.env["S3GW_ACCESS_KEY"]}"
 secret_key = "{remote.env["S3GW_SECRET_KEY"]}"
 """
-            for name in ("far", "far-down")
+            for name in ("far", "far-down", "far-sse")
         )
     )
     gateway = GatewayProcess(
@@ -301,6 +301,50 @@ def _rule_metric(
         rf'^{prefix}{name}{{bucket="{re.escape(bucket)}",rule="all"}} (\S+)$', text, re.MULTILINE
     )
     return float(found.group(1)) if found else None
+
+
+def test_encrypted_versions_are_encrypted_as_the_rule_asks_at_the_remote(
+    server: GatewayProcess, remote: GatewayProcess
+) -> None:
+    """SSE-S3 versions are copied and encrypted by the destination's default (SSE-S3 there,
+    as on AWS); SSE-KMS versions only by a
+    rule with SseKmsEncryptedObjects, under its ReplicaKmsKeyID; a rule without it leaves
+    them uncopied, with no status (AWS's default)."""
+    s3, far = server.client(), remote.client()
+    _versioned(s3, "src-sse", "src-kms-off")
+    _versioned(far, "far-sse")
+    kms_rule = _rule(
+        "sse",
+        "far-sse",
+        SourceSelectionCriteria={"SseKmsEncryptedObjects": {"Status": "Enabled"}},
+    )
+    kms_rule["Destination"]["EncryptionConfiguration"] = {"ReplicaKmsKeyID": "alias/aws/s3"}
+    _replicate(s3, "src-sse", kms_rule)
+    got = s3.get_bucket_replication(Bucket="src-sse")["ReplicationConfiguration"]["Rules"][0]
+    assert got["Destination"]["EncryptionConfiguration"] == {"ReplicaKmsKeyID": "alias/aws/s3"}
+    s3.put_object(Bucket="src-sse", Key="s3", Body=b"sse-s3", ServerSideEncryption="AES256")
+    s3.put_object(Bucket="src-sse", Key="kms", Body=b"sse-kms", ServerSideEncryption="aws:kms")
+    for key in ("s3", "kms"):
+        _until_status(s3, "src-sse", key, "COMPLETED")
+    copied = far.get_object(Bucket="far-sse", Key="s3")
+    assert copied["Body"].read() == b"sse-s3" and copied["ServerSideEncryption"] == "AES256"
+    copied = far.get_object(Bucket="far-sse", Key="kms")
+    assert copied["Body"].read() == b"sse-kms" and copied["ServerSideEncryption"] == "aws:kms"
+    # Under the replica key: the one the remote gives the alias for its own writes.
+    own = far.put_object(
+        Bucket="far-sse", Key="own", Body=b"", ServerSideEncryption="aws:kms",
+        SSEKMSKeyId="alias/aws/s3",
+    )  # fmt: skip
+    assert copied["SSEKMSKeyId"] == own["SSEKMSKeyId"]
+
+    # Without SseKmsEncryptedObjects: the SSE-KMS version is not copied, and says nothing.
+    _replicate(s3, "src-kms-off", _rule("plain", "far-sse"))
+    s3.put_object(Bucket="src-kms-off", Key="secret", Body=b"k", ServerSideEncryption="aws:kms")
+    s3.put_object(Bucket="src-kms-off", Key="open", Body=b"o")
+    _until_status(s3, "src-kms-off", "open", "COMPLETED")
+    assert _status(s3, "src-kms-off", "secret") is None
+    with pytest.raises(ClientError):
+        far.head_object(Bucket="far-sse", Key="secret")
 
 
 def test_two_buckets_replicating_to_each_other_copy_each_version_once(

@@ -11,13 +11,20 @@ import pytest
 from gateway.config import StartError
 from gateway.replication import configuration as c
 from gateway.replication import remotes
+from gateway.replication.matching import replicas
 from gateway.s3.errors import S3Error
+from gateway.store import outbox
 
 ROLE = "<Role>arn:aws:iam::123456789012:role/r</Role>"
 DEST = "<Destination><Bucket>arn:aws:s3:::dst</Bucket></Destination>"
 DM_OFF = "<DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
 DM_ON = "<DeleteMarkerReplication><Status>Enabled</Status></DeleteMarkerReplication>"
 TAG = "<Tag><Key>k</Key><Value>v</Value></Tag>"
+SSE_KMS = (
+    "<SourceSelectionCriteria><SseKmsEncryptedObjects><Status>Enabled</Status>"
+    "</SseKmsEncryptedObjects></SourceSelectionCriteria>"
+)
+KEY = "arn:aws:kms:us-east-1:123456789012:key/replica"
 
 
 def doc(*rules: str, role: str = ROLE) -> bytes:
@@ -196,6 +203,22 @@ def _dest(inner: str) -> str:
             None,
         ),
         (b"<NotificationConfiguration/>", "MalformedXML", None),
+        (
+            doc(_dest("<EncryptionConfiguration><ReplicaKmsKeyID>arn:aws:kms:us-east-1:1:key/k"
+                      "</ReplicaKmsKeyID></EncryptionConfiguration>")),
+            "InvalidRequest",
+            "SseKmsEncryptedObjects must be specified if EncryptionConfiguration is present.",
+        ),
+        (
+            doc(v2(extra=SSE_KMS)),
+            "InvalidRequest",
+            "ReplicaKmsKeyID must be specified if SseKmsEncryptedObjects tag is present.",
+        ),
+        (
+            doc(_dest("<EncryptionConfiguration></EncryptionConfiguration>")),
+            "MalformedXML",
+            None,
+        ),
     ],
 )  # fmt: skip
 def test_awss_refusals(body: bytes, code: str, message: str | None) -> None:
@@ -203,6 +226,33 @@ def test_awss_refusals(body: bytes, code: str, message: str | None) -> None:
     assert got_code == code
     if message is not None:
         assert got_message == message
+
+
+def test_a_replica_kms_key_with_sse_kms_objects_is_kept_and_shown() -> None:
+    dest = (
+        "<Destination><Bucket>arn:aws:s3:::dst</Bucket><EncryptionConfiguration>"
+        f"<ReplicaKmsKeyID>{KEY}</ReplicaKmsKeyID></EncryptionConfiguration></Destination>"
+    )
+    config = c.parse(doc(v2(dest=dest, extra=SSE_KMS)))
+    rule = config.rules[0]
+    assert rule.sse_kms_objects and rule.destination.replica_kms_key == KEY
+    again = c.Configuration.from_document(config.to_document())
+    assert again == config
+    assert f"<ReplicaKmsKeyID>{KEY}</ReplicaKmsKeyID>" in config.to_document()
+
+
+def test_sse_kms_versions_go_only_where_a_rule_asks_for_them() -> None:
+    plain = c.parse(doc(v2("plain", "1"))).to_document()
+    assert replicas(plain, outbox.PUT, "a/k", {}, False, kms=False) == [
+        ("plain", "arn:aws:s3:::dst")
+    ]
+    assert replicas(plain, outbox.PUT, "a/k", {}, False, kms=True) == []
+    dest = (
+        "<Destination><Bucket>arn:aws:s3:::dst</Bucket><EncryptionConfiguration>"
+        f"<ReplicaKmsKeyID>{KEY}</ReplicaKmsKeyID></EncryptionConfiguration></Destination>"
+    )
+    asked = c.parse(doc(v2("kms", "1", dest=dest, extra=SSE_KMS))).to_document()
+    assert replicas(asked, outbox.PUT, "a/k", {}, False, kms=True) == [("kms", "arn:aws:s3:::dst")]
 
 
 def test_at_most_1000_rules() -> None:
