@@ -5,8 +5,10 @@ for the signed-in user, before the store is touched."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import logging
 import posixpath
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -18,6 +20,7 @@ from aiohttp import web
 from .. import limits
 from ..notify import configuration
 from ..replication import configuration as replication
+from ..replication import resync
 from ..s3 import policy_context, sse, website, writes
 from ..s3.authorize import (
     Access,
@@ -34,12 +37,14 @@ from ..s3.names import valid_bucket_name
 from ..s3.params import check_key
 from ..s3.router import Op
 from ..s3.sigv4 import MAX_EXPIRES_SECONDS, presigned_url
-from ..store import Bucket, ObjectAttrs, ObjectInfo
+from ..store import Bucket, ObjectAttrs, ObjectInfo, Store, StoreError
 from ..store.errors import NoSuchBucket
 from ..store.model import Origin
 from ..store.versions import DeleteMarker
 from .page import csrf_field, error_box, form, h, hidden, render, size, url, when
 from .state import ACTION, BUCKET, CONSOLE, KEY, SESSION, Console, redirect
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 100
 CHUNK = 1024 * 1024
@@ -53,6 +58,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/buckets/delete", delete_bucket)
     router.add_get("/bucket", bucket_page)
     router.add_post("/bucket/website", bucket_website)
+    router.add_post("/bucket/replication/resync", resync_bucket)
     router.add_get("/object", object_page)
     router.add_get("/download", download)
     router.add_post("/object/delete", delete_object)
@@ -307,10 +313,14 @@ async def bucket_page(request: web.Request) -> web.Response:
     copies = ""
     if _may(request, Op.GetBucketReplication, bucket):
         copies = await _replication_section(request, bucket)
+    notice = ""
+    if request.query.get("resync") == "queued":
+        notice = "Replicating existing objects: queued in the background (see the backlog)."
     return _page(
         request,
         name,
         _crumbs(name, prefix) + status + search + table + more + upload + site + events + copies,
+        notice,
     )
 
 
@@ -340,6 +350,18 @@ async def _replication_section(request: web.Request, bucket: Bucket) -> str:
             h(backlogs[r.destination.arn]),
         )
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    button = ""
+    if _may(request, Op.PutBucketReplication, bucket) and any(r.enabled for r in rules):
+        button = form(
+            "/bucket/replication/resync",
+            _csrf(request),
+            hidden("bucket", bucket.name),
+            "Replicate existing objects",
+        ) + (
+            '<p class="hint">Queues the versions made before the rules, and the ones that '
+            "failed, as <code>s3gw replicate resync</code> does; they count in the backlog "
+            "until they are copied.</p>"
+        )
     return (
         '<section aria-labelledby="copies"><h2 id="copies">Replication</h2>'
         '<div class="scroll"><table id="replication"><caption>Rules</caption><thead><tr>'
@@ -347,8 +369,38 @@ async def _replication_section(request: web.Request, bucket: Bucket) -> str:
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
         '<p class="hint">Backlog: new versions, delete markers and tag changes recorded for a '
         "destination and not copied there yet (a version says PENDING until they are).</p>"
-        "</section>"
+        f"{button}</section>"
     )
+
+
+async def resync_bucket(request: web.Request) -> web.StreamResponse:
+    """The bucket's existing versions queued for its rules (replication/resync.py), as who may
+    PutBucketReplication on it; in the background, since a large bucket takes a while: the
+    backlog on the bucket's page counts what it queued, and the summary is a log line."""
+    name = (await _posted(request)).get("bucket", "")
+    await allowed(request, Op.PutBucketReplication, name)
+    store = _console(request).store
+    try:
+        await resync.check(store, name, None)
+    except resync.ResyncError as exc:
+        raise S3Error("InvalidRequest", str(exc)) from None
+    task = asyncio.get_running_loop().create_task(_resync(store, name))
+    _RESYNCS.add(task)
+    task.add_done_callback(_RESYNCS.discard)
+    return redirect("/bucket?" + _query(name=name, resync="queued"))
+
+
+# The resyncs under way in this process (a reference each, so that none is collected early).
+_RESYNCS: set[asyncio.Task[None]] = set()
+
+
+async def _resync(store: Store, name: str) -> None:
+    try:
+        summary = await resync.resync(store, name)
+    except (resync.ResyncError, StoreError, OSError) as exc:
+        log.warning("replication resync of %s from the console stopped: %s", name, exc)
+        return
+    log.info("replication resync from the console: %s", summary.render())
 
 
 # --- a bucket's notifications ------------------------------------------------------------------

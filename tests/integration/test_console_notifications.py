@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_console import ALICE, Console, Session, _shoot, _sign_in, _text
+from tests.integration.test_console import ALICE, BOB, Console, Session, _shoot, _sign_in, _text
 from tests.integration.test_console_iam import ALICE_NUMBER, _name, client, policy, start
 from tests.integration.test_notification_delivery import Receiver
 from tests.webdriver import Browser, browser_for_test
@@ -282,3 +282,51 @@ def test_a_buckets_replication_rules_and_their_backlog(console: Console) -> None
     status, page = alice.get("/bucket", name=source)
     assert "<td>logs-out</td><td>Enabled</td><td>prefix logs/</td>" in page, page
     assert _backlog(alice, source, f"arn:aws:s3:::{destination}") == "0"
+
+
+def test_existing_objects_are_replicated_from_the_bucket_page(console: Console) -> None:
+    """The bucket page's "Replicate existing objects" queues what was written before the
+    rule, as `s3gw replicate resync` does: it is copied, and says COMPLETED."""
+    alice = Session(console, ALICE)
+    s3 = client(console, "s3", ALICE)
+    source, destination = _name("before"), _name("after")
+    for name in (source, destination):
+        s3.create_bucket(Bucket=name)
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=source, Key="old", Body=b"made before the rule")
+    status, page = alice.get("/bucket", name=source)
+    assert "Replicate existing objects" not in page  # no rule yet
+    s3.put_bucket_replication(
+        Bucket=source,
+        ReplicationConfiguration={
+            "Role": "arn:aws:iam::123456789012:role/copier",
+            "Rules": [
+                {
+                    "ID": "all",
+                    "Priority": 1,
+                    "Status": "Enabled",
+                    "Filter": {},
+                    "DeleteMarkerReplication": {"Status": "Disabled"},
+                    "Destination": {"Bucket": f"arn:aws:s3:::{destination}"},
+                }
+            ],
+        },
+    )
+    assert s3.head_object(Bucket=source, Key="old").get("ReplicationStatus") is None
+    status, page = alice.get("/bucket", name=source)
+    assert "Replicate existing objects" in page
+    status, page = alice.act("/bucket/replication/resync", bucket=source)
+    assert status == 200 and "queued in the background" in page, page
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if s3.head_object(Bucket=source, Key="old").get("ReplicationStatus") == "COMPLETED":
+            break
+        time.sleep(0.2)
+    assert s3.head_object(Bucket=source, Key="old").get("ReplicationStatus") == "COMPLETED"
+    copied = s3.get_object(Bucket=destination, Key="old")
+    assert copied["Body"].read() == b"made before the rule"
+    assert copied["ReplicationStatus"] == "REPLICA"
+    # Bob may not: AccessDenied, nothing queued.
+    bob = Session(console, BOB)
+    status, page = bob.act("/bucket/replication/resync", bucket=source)
+    assert status == 403 and "AccessDenied" in page, page
