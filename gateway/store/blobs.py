@@ -405,7 +405,12 @@ class FileWriter:
             # A publish that completed before the failure leaves a blob nobody references.
             self.files.delete_now([self.blob_id])
 
-        self.files.pool.submit(cleanup)
+        try:
+            self.files.pool.submit(cleanup)
+        except RuntimeError:
+            # The pool is shut down (the store closing under a write in flight): its work is
+            # done, so the clean-up runs here rather than failing the request with a 500.
+            cleanup()
 
 
 # At most this many buffers per writev (Linux's IOV_MAX).
