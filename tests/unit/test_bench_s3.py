@@ -9,9 +9,13 @@ from bench import s3
 
 
 def test_single_feature_configurations_run_the_small_c64_workloads_only() -> None:
-    plan = s3._plan(["gateway_1_worker", "gateway_policy", "gateway_log_off"], 1)
+    names = ["gateway_1_worker", "gateway_policy", "gateway_log_off", "gateway_replicating"]
+    plan = s3._plan(names, 1)
     ran = {name: {w for _, w, n in plan if n == name} for name in (*s3.SERVERS, s3.TRIVIAL)}
-    assert ran["gateway_1_worker"] == set(s3.WORKLOADS)
+    assert (
+        ran["gateway_1_worker"] == set(s3.DEFAULT_WORKLOADS) == set(s3.WORKLOADS) - {"replication"}
+    )
+    assert ran["gateway_replicating"] == {"replication"}
     assert ran["gateway_policy"] == ran["gateway_log_off"] == {"put_c64", "get_c64"}
     assert ran[s3.TRIVIAL] == set(s3.TRIVIAL_WORKLOADS)
 
