@@ -36,7 +36,7 @@ class BrokerSender(Generic[Connection]):
         self.timeout = timeout
         # By the topic's connection settings (its endpoint, open: in memory only).
         self._connections: dict[tuple[str, ...], Connection] = {}
-        self._opening: dict[tuple[str, ...], asyncio.Lock] = {}
+        self._using: dict[tuple[str, ...], asyncio.Lock] = {}
 
     def key(self, topic: Topic) -> tuple[str, ...]:
         """What makes two topics share a connection."""
@@ -59,9 +59,11 @@ class BrokerSender(Generic[Connection]):
         key = self.key(topic)
         try:
             async with asyncio.timeout(self.timeout):
-                # The worker delivers several keys at once: one of them opens the connection,
-                # the others wait for it and share it.
-                async with self._opening.setdefault(key, asyncio.Lock()):
+                # The worker delivers several keys at once; a broker's connection takes one
+                # message at a time (a client's connection is not made for concurrent
+                # commands): the others wait their turn, and a failure drops the connection
+                # before the next one opens another.
+                async with self._using.setdefault(key, asyncio.Lock()):
                     connection = self._connections.get(key)
                     if connection is not None and not self.usable(connection):
                         await self._drop(key)
@@ -73,11 +75,11 @@ class BrokerSender(Generic[Connection]):
                         await check_host(self.networks, host, port)
                         connection = await self.connect(topic)
                         self._connections[key] = connection
-                try:
-                    await self.publish(connection, topic, body)
-                except BaseException:
-                    await self._drop(key, connection)
-                    raise
+                    try:
+                        await self.publish(connection, topic, body)
+                    except BaseException:
+                        await self._drop(key)
+                        raise
             return Delivery(True)
         except OutsideNetworks as exc:
             return Delivery(False, str(exc))
@@ -100,11 +102,7 @@ class BrokerSender(Generic[Connection]):
             found = found.__cause__ or found.__context__
         return f"{self.broker} failed: {type(exc).__name__}"
 
-    async def _drop(self, key: tuple[str, ...], only: Connection | None = None) -> None:
-        """Close the key's connection (`only`: if it is still that one, not one a delivery
-        beside this one opened since)."""
-        if only is not None and self._connections.get(key) is not only:
-            return
+    async def _drop(self, key: tuple[str, ...]) -> None:
         connection = self._connections.pop(key, None)
         if connection is not None:
             with contextlib.suppress(Exception):

@@ -25,8 +25,8 @@ def check_moved(settings: Settings) -> None:
     a gateway there would serve the old copies and write where no later start looks."""
     try:
         moved = (settings.data / MARKER).read_text().strip()
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing moved; a --data that is no folder is said by the folder's own check
     except OSError as exc:
         raise StartError(f"{settings.data / MARKER}: cannot read it: {exc.strerror}") from None
     where = settings.blobs or FOLDER

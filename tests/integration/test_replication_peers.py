@@ -352,7 +352,7 @@ def test_the_holder_killed_mid_backlog_loses_nothing(
             node.allow(r"replication: arn:aws:s3:::far-handover")  # the remote down: a warning
         remote.stop()
         try:
-            versions = _write_on_both(nodes, "handover", 100, size=64 * 1024)
+            versions = _write_on_both(nodes, "handover", 100, size=512 * 1024)
         finally:
             remote.start()
         far = remote.client()
