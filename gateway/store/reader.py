@@ -115,6 +115,10 @@ class ObjectReader:
                 async for piece in decrypted(blob, extent, self._data_key(extent), self.pool):
                     yield piece
                 continue
+            if blob.file() is None:  # a blob tier's object: each read a round trip
+                async for piece in read_ahead(blob, offset, count):
+                    yield piece
+                continue
             while count:
                 piece = await blob.read(offset, min(count, READ_CHUNK))
                 yield piece
@@ -133,6 +137,41 @@ class ObjectReader:
         if hashing is not None:
             await hashing
         return d.digest()
+
+
+# Reads of a blob without a local file (the S3 tier: a ranged GET each) under way ahead of the
+# piece being sent, so that the round trips overlap instead of adding up.
+READ_AHEAD = 4
+
+
+async def read_ahead(blob: OpenBlob, offset: int, count: int) -> AsyncIterator[bytes]:
+    """The bytes of [offset, offset + count) of `blob`, READ_CHUNK at a time, up to
+    READ_AHEAD reads ahead of the piece given."""
+    starts = iter(range(offset, offset + count, READ_CHUNK))
+    end = offset + count
+    ahead: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
+
+    def more() -> None:
+        start = next(starts, None)
+        if start is not None:
+            future = asyncio.ensure_future(blob.read(start, min(READ_CHUNK, end - start)))
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            ahead.append((start, future))
+
+    try:
+        for _ in range(READ_AHEAD):
+            more()
+        while ahead:
+            start, pending = ahead.popleft()
+            piece = await pending
+            more()
+            if len(piece) < min(READ_CHUNK, end - start):
+                raise OSError(errno.EIO, "a blob is shorter than its extent")
+            yield piece
+    finally:
+        # A reader that stops early (a client gone) starts no more reads.
+        for _, pending in ahead:
+            pending.cancel()
 
 
 # Pieces of an encrypted extent read and decrypted ahead of the one being sent: the pool's
