@@ -114,11 +114,12 @@ DEFAULT_SERVERS = tuple(n for n in SERVERS if n not in NOT_BY_DEFAULT)
 # each PUT's version copied (its metadata, no byte) by the worker (issue 42): compare it with
 # gateway_versioned. gateway_replicating: the same rule's destination a bucket of a second
 # gateway on loopback (--replication-remotes), every byte sent: it runs only the replication
-# workload, which times how fast copies reach it against a plain PUT. gateway_blobs_s3: one
-# worker whose blobs are in a SeaweedFS started for it (`--blobs s3://…`, issue 44), at the
-# tier's defaults (bodies up to 256 KiB inline in the catalog: the 4 KiB objects never go
-# below; S3GW_INLINE_MAX=0 in the environment sends them there too); its CPU and memory are the
-# gateway's and its SeaweedFS's together, beside SeaweedFS serving the same requests directly.
+# workload, which times how fast copies reach it against a plain PUT. gateway_blobs_s3: the
+# gateway at its defaults (a worker per core: two) whose blobs are in a SeaweedFS started for
+# it (`--blobs s3://…`, issue 44), at the tier's defaults (bodies up to 256 KiB inline in the
+# catalog: the 4 KiB objects never go below; S3GW_INLINE_MAX=0 in the environment sends them
+# there too); its CPU and memory are the gateway's and its SeaweedFS's together, beside
+# SeaweedFS serving the same requests directly.
 SMALL_ONLY = (
     "gateway_policy",
     "gateway_iam_user",
@@ -662,7 +663,7 @@ def _start_blobs_s3(name: str, folder: Path) -> Server | str:
             "S3GW_BLOBS_ACCESS_KEY": ACCESS_KEY,
             "S3GW_BLOBS_SECRET_KEY": SECRET_KEY,
         }
-        server = _start_gateway(name, 1, folder, tier)
+        server = _start_gateway(name, 2, folder, tier)
     except StepError as e:
         seaweed.stop()
         return str(e)
