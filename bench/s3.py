@@ -279,6 +279,17 @@ class Server:
         self.database_cpu: Callable[[], float | None] = lambda: None
         self._built: dict[str, tuple[float, list[list[bytes]]]] = {}
 
+    def also_stop(self, other: Callable[[], None]) -> None:
+        """Stop `other` (a process the server needs: a receiver, a store below, a second
+        gateway) after the server itself."""
+        stop = self.stop
+
+        def stop_both() -> None:
+            stop()
+            other()
+
+        self.stop = stop_both
+
     def bucket(self, workload: str, method: str = "PUT") -> str:
         if self.name != TRIVIAL:
             return "bench"
@@ -508,6 +519,14 @@ _SSE_S3_DEFAULT = (
 
 
 _VERSIONING_ENABLED = b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>"
+# A rule copying every version of a bucket to the one named (% its name).
+_REPLICATION_RULE = (
+    b"<ReplicationConfiguration><Role>arn:aws:iam::123456789012:role/bench</Role><Rule>"
+    b"<ID>all</ID><Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix>"
+    b"</Filter><DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
+    b"<Destination><Bucket>arn:aws:s3:::%s</Bucket></Destination></Rule>"
+    b"</ReplicationConfiguration>"
+)
 
 
 def _bench_policy(bucket: str) -> bytes:
@@ -569,14 +588,12 @@ def _notified(server: Server) -> None:
     )
     assert receiver.stdout is not None
     port = int(receiver.stdout.readline())
-    stop = server.stop
 
-    def stop_both() -> None:
-        stop()
+    def stop_receiver() -> None:
         receiver.terminate()
         receiver.wait()
 
-    server.stop = stop_both
+    server.also_stop(stop_receiver)
     sns = boto3.client(
         "sns", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
         aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
@@ -604,13 +621,7 @@ def _replicated(server: Server) -> None:
             _check(client.request("PUT", f"/{bucket}"), "creating the replicas' bucket")
         response = client.request("PUT", f"/{bucket}?versioning", _VERSIONING_ENABLED)
         _check(response, f"versioning {bucket}")
-    rule = (
-        b"<ReplicationConfiguration><Role>arn:aws:iam::123456789012:role/bench</Role><Rule>"
-        b"<ID>all</ID><Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix>"
-        b"</Filter><DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
-        b"<Destination><Bucket>arn:aws:s3:::bench-replica</Bucket></Destination></Rule>"
-        b"</ReplicationConfiguration>"
-    )
+    rule = _REPLICATION_RULE % b"bench-replica"
     _check(client.request("PUT", "/bench?replication", rule), "replicating bench")
     client.close()
 
@@ -667,13 +678,7 @@ def _start_blobs_s3(name: str, folder: Path) -> Server | str:
     except StepError as e:
         seaweed.stop()
         return str(e)
-    stop = server.stop
-
-    def stop_both() -> None:
-        stop()
-        seaweed.stop()
-
-    server.stop = stop_both
+    server.also_stop(seaweed.stop)
     server.pids = [server.pid, seaweed.pid]
     try:
         _create_buckets(server, seconds=10)
@@ -1087,14 +1092,6 @@ def _setup(bench: Bench, server: Server) -> None:
 
 # --- replication to a second gateway (issue 42) ------------------------------------------------
 
-_REPLICATION_RULE = (
-    b"<ReplicationConfiguration><Role>arn:aws:iam::123456789012:role/bench</Role><Rule>"
-    b"<ID>all</ID><Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix>"
-    b"</Filter><DeleteMarkerReplication><Status>Disabled</Status></DeleteMarkerReplication>"
-    b"<Destination><Bucket>arn:aws:s3:::%s</Bucket></Destination></Rule>"
-    b"</ReplicationConfiguration>"
-)
-
 
 def _start_replicating(name: str, folder: Path) -> Server | str:
     """A second gateway (one worker) with a versioned bucket `bench-far`, and the gateway
@@ -1119,13 +1116,7 @@ def _start_replicating(name: str, folder: Path) -> Server | str:
     except StepError as e:
         far.stop()
         return str(e)
-    stop = server.stop
-
-    def stop_both() -> None:
-        stop()
-        far.stop()
-
-    server.stop = stop_both
+    server.also_stop(far.stop)
     try:
         _create_buckets(server, seconds=10)
         client = loadgen.Client(server.signer, timeout=10)
@@ -1143,14 +1134,19 @@ def _start_replicating(name: str, folder: Path) -> Server | str:
 DELIVERING = ("gateway_notified", "gateway_replicated")
 
 
+def _metric(server: Server, sample: str) -> float:
+    """The value of one sample of the server's /metrics (`name{labels}` as shown; 0 when it
+    is not there yet)."""
+    with urllib.request.urlopen(f"{server.endpoint}/metrics", timeout=10) as answer:
+        text = answer.read()  # unsigned: a signed GET /metrics is S3's, of a bucket "metrics"
+    found = re.search(rb"^" + re.escape(sample.encode()) + rb" (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
 def _until_delivered(server: Server, seconds: float) -> None:
-    """Wait until the outbox is empty (s3gw_notifications_pending 0 on /metrics)."""
+    """Wait until the outbox is empty (s3gw_notifications_pending 0)."""
     deadline = time.monotonic() + seconds
-    while True:
-        with urllib.request.urlopen(f"{server.endpoint}/metrics", timeout=10) as answer:
-            found = re.search(rb"^s3gw_notifications_pending (\S+)$", answer.read(), re.MULTILINE)
-        if found is None or float(found.group(1)) == 0:
-            return
+    while _metric(server, "s3gw_notifications_pending"):
         if time.monotonic() > deadline:
             raise StepError(f"the outbox not delivered within {seconds:.0f} s")
         time.sleep(0.05)
@@ -1158,12 +1154,7 @@ def _until_delivered(server: Server, seconds: float) -> None:
 
 def _replicated_count(server: Server) -> float:
     """The copies the rule `all` of `bench` has made (its s3gw_replicated counter)."""
-    with urllib.request.urlopen(f"{server.endpoint}/metrics", timeout=10) as answer:
-        text = answer.read()  # unsigned: a signed GET /metrics is S3's, of a bucket "metrics"
-    found = re.search(
-        rb'^s3gw_replicated_total{bucket="bench",rule="all"} (\S+)$', text, re.MULTILINE
-    )
-    return float(found.group(1)) if found else 0.0
+    return _metric(server, 's3gw_replicated_total{bucket="bench",rule="all"}')
 
 
 def _until_replicated(server: Server, count: float, seconds: float) -> float:

@@ -59,10 +59,6 @@ def _private_channel(request: web.Request) -> bool:
         return False
 
 
-def _unopened(sealed: str) -> bytes:
-    return b""  # the page shows no secret: none is opened for it
-
-
 async def remotes_page(request: web.Request) -> web.Response:
     request[ACTION] = "ListReplicationRemotes"
     console = request.app[CONSOLE]
@@ -72,7 +68,7 @@ async def remotes_page(request: web.Request) -> web.Response:
     operators = remotes.load(console.settings.replication_remotes)
     rows = []
     for name, doc in sorted(own.items()):
-        remote = remotes.from_doc(name, doc, _unopened)
+        remote = remotes.from_doc(name, doc, None)  # the page shows no secret: none opened
         delete = form("/remotes/delete", token, hidden("bucket", name), "Delete", danger=True)
         cells = (
             f"<code>{h(remote.bucket_arn)}</code>",

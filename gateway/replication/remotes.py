@@ -166,14 +166,16 @@ def to_doc(remote: Remote, seal: Callable[[bytes], str]) -> str:
     )
 
 
-def from_doc(bucket: str, doc: str, open_: Callable[[str], bytes]) -> Remote:
+def from_doc(bucket: str, doc: str, open_: Callable[[str], bytes] | None) -> Remote:
+    """The remote a document keeps; its secret key opened by `open_` (None: left out, for
+    showing the rest)."""
     found = json.loads(doc)
     return Remote(
         bucket,
         str(found["endpoint"]),
         str(found["region"]),
         str(found["access_key"]),
-        open_(str(found["secret_key"])).decode(),
+        "" if open_ is None else open_(str(found["secret_key"])).decode(),
         None,
         str(found.get("addressing_style", "path")),
         bounded=True,

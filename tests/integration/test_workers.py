@@ -10,20 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.process import children
 from tests.server import GatewayProcess
-
-
-def children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ import botocore.exceptions
 import pytest
 
 from tests.postgres import USER, PostgresServer, _free_port, find_bin, unavailable_reason
+from tests.process import children
 from tests.reliability.harness import Settings, client, generate, report
 from tests.server import GatewayProcess
 
@@ -50,16 +51,7 @@ pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(una
 def _sigkill_postmaster(data: Path) -> None:
     """SIGKILL the postmaster of `data` and every process it started."""
     pid = int((data / "postmaster.pid").read_text().split()[0])
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry.name))
-    for victim in [pid, *children]:
+    for victim in [pid, *children(pid)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)
 
