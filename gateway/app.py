@@ -116,6 +116,7 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
     # Likewise every write into a bucket with a replication configuration: the same worker
     # makes the copies (replication/copier.py), at remotes the operator named or here.
     store.replicas = matching.replicas
+    users, _ = load_users(settings)
     notifier = NotificationWorker(
         store,
         settings.region,
@@ -128,8 +129,8 @@ def build_app(settings: Settings, *, worker: bool = False) -> web.Application:
             networks(settings.notify_networks),
             keys.open_remote_secret,
         ),
+        {u.account: u.canonical_id for u in users.values()},
     )
-    users, _ = load_users(settings)
     delivery = LogDelivery(store, settings.region, settings.log_delivery_interval)
     principals = Principals(users, store, keys, settings.iam_cache_seconds)
     services = Services(store, principals, {"sns": TopicsApi(store, settings)})

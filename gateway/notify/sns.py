@@ -54,7 +54,8 @@ class _Call:
 
     def topic_name(self) -> str:
         """The caller's topic a TopicArn names (another account's is not the caller's to
-        touch: topics are shared through bucket configurations of their own account only)."""
+        touch: a topic is shared only through its Policy, which lets other accounts' buckets
+        publish their events to it)."""
         arn = self.required("TopicArn")
         named = topics.parse_arn(arn)
         if named is None or named.service != "sns" or named.region != self.api.settings.region:

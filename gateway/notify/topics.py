@@ -4,7 +4,10 @@ as Ceph RGW has them (its attributes `push-endpoint`, `OpaqueData`, `persistent`
 
 A configuration's QueueConfiguration (`arn:aws:sqs:REGION:ACCOUNT:NAME`) and
 CloudFunctionConfiguration (`arn:aws:lambda:REGION:ACCOUNT:function:NAME`) name a topic of the
-same registry: ACCOUNT's topic NAME, whatever the ARN's service (docs/notifications.md).
+same registry: ACCOUNT's topic NAME, whatever the ARN's service (docs/notifications.md). A
+bucket's events go to its owner's own topics, or to another account's topic whose `Policy`
+allows sns:Publish to the bucket's account (`Topic.publishes`, judged by
+authorize.decide_topic_publish when a configuration is put and again at each delivery).
 
 The push-endpoint is kept sealed (it may carry a password or a token) and is never shown whole:
 GetTopicAttributes shows its scheme, host and port only."""
@@ -17,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from ..s3 import authorize, policy
+from ..s3.errors import S3Error
 from ..users import account_number
 from . import targets
 
@@ -46,6 +51,7 @@ CHOICES = {
     "redis-type": ("list", "stream"),  # to_redis.py
 }
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,256}")
+MAX_POLICY_BYTES = 30 * 1024  # a topic's Policy (SNS's attribute limit is larger than S3's 20 KB)
 _TRUE = ("true", "1", "yes")
 
 
@@ -92,6 +98,28 @@ def parse_arn(text: str) -> Named | None:
     if service not in ("sns", "sqs", "lambda") or len(rest) != 1 or not valid_name(rest[0]):
         return None
     return Named(service, region, account, rest[0])
+
+
+def registry_account(named: Named, owner: str, accounts: Mapping[str, str]) -> str | None:
+    """Whose registry holds the topic `named` names, by canonical id: the bucket owner's
+    (`owner`) or another account of the gateway's (`accounts`: canonical ids by account
+    number); None when no account has that number."""
+    if named.account == account_number(owner):
+        return owner
+    return accounts.get(named.account)
+
+
+def check_policy(text: str) -> None:
+    """A `Policy` attribute SNS would keep: empty (no policy), or an access policy document
+    (a Principal in each statement, SNS's actions); else InvalidParameter, as SNS answers."""
+    if not text.strip():
+        return
+    try:
+        policy.parse(text, kind=policy.Kind.TOPIC, max_bytes=MAX_POLICY_BYTES)
+    except S3Error as exc:
+        raise TopicError(
+            "InvalidParameter", f"Invalid parameter: Policy Error: {exc.message}"
+        ) from None
 
 
 def check_endpoint(endpoint: str, secure: bool) -> None:
@@ -162,7 +190,16 @@ class Topic:
                 "InvalidParameter",
                 f"Invalid parameter: {name}: one of {', '.join(CHOICES[name])}",
             )
+        if name == "Policy":
+            check_policy(value)
         return replace(self, attributes={**self.attributes, name: value})
+
+    def publishes(self, bucket: str, bucket_owner: str) -> bool:
+        """May `bucket` (of `bucket_owner`, a canonical id) publish its events here: the
+        owner's own topic, or one whose Policy allows it (authorize.decide_topic_publish)."""
+        return authorize.decide_topic_publish(
+            self.arn, self.attributes.get("Policy"), bucket, bucket_owner
+        )
 
     def shown(self) -> dict[str, str]:
         """GetTopicAttributes' map."""

@@ -451,6 +451,42 @@ def decide_account(
     return identity_verdict(identity, request) is policy.Effect.ALLOW
 
 
+# The service principal S3 publishes a bucket's events as ("Granting permissions to publish
+# event notification messages to a destination", S3's user guide).
+S3_SERVICE = "s3.amazonaws.com"
+
+
+def decide_topic_publish(
+    topic_arn: str, topic_policy: str | None, bucket: str, bucket_owner: str
+) -> bool:
+    """May `bucket`'s events be published to the topic `topic_arn` (sns:Publish on it)? A
+    topic of the bucket owner's own account: yes, no policy needed (Ceph RGW's rule). Another
+    account's: only when the topic's `Policy` (its access policy, SNS's JSON) allows it, to
+    S3 acting for the bucket's account. The request is both AWS's and Ceph's: a Principal may
+    name the service (`{"Service": "s3.amazonaws.com"}`, with `aws:SourceArn` the bucket's ARN
+    and `aws:SourceAccount` its owner's account as condition keys) or the bucket owner's
+    account (its id, its root's ARN, `*`). An explicit Deny wins; a topic without a policy,
+    or with one that does not parse (kept before policies were checked), allows nothing."""
+    owner = account_number(bucket_owner)
+    arn = numbered(topic_arn)
+    if arn.split(":")[4:5] == [owner]:
+        return True
+    if not topic_policy:
+        return False
+    try:
+        doc = policy.cached(topic_policy, "", policy.Kind.TOPIC)
+    except S3Error:
+        return False
+    source = {
+        "aws:sourcearn": [f"arn:aws:s3:::{bucket}"],
+        "aws:sourceaccount": [owner],
+        "aws:sourceowner": [owner],
+    }
+    caller = policy.Caller(owner, service=S3_SERVICE)
+    request = policy.PolicyRequest(caller, "sns:Publish", arn, source.get)
+    return doc.evaluate(request) is policy.Effect.ALLOW
+
+
 def principal_keys(
     user: User, values: Mapping[str, list[str]] | None = None
 ) -> Callable[[str], list[str] | None]:

@@ -1,8 +1,9 @@
 """Policies: the JSON grammar, its validation and its evaluation. Pure: no request, no store
-(`authorize` builds a `PolicyRequest` and reads the verdict). Three kinds share the grammar:
+(`authorize` builds a `PolicyRequest` and reads the verdict). Four kinds share the grammar:
 bucket policies (a Principal, S3's actions and the bucket's resources), IAM identity policies
-(no Principal; S3's, IAM's and STS's actions; any resource) and a role's trust policy (a
-Principal, STS's actions).
+(no Principal; S3's, IAM's and STS's actions; any resource), a role's trust policy (a
+Principal, STS's actions) and a topic's access policy (its `Policy` attribute: a Principal,
+SNS's actions).
 
 The language is IAM's as S3 applies it to a bucket
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements.html and
@@ -143,6 +144,7 @@ class Kind(enum.Enum):
     BUCKET = "bucket"  # a bucket policy: Principal, S3's actions, the bucket's resources
     IDENTITY = "identity"  # an IAM user's, group's or role's: no Principal, any resource
     TRUST = "trust"  # a role's trust policy: who may assume it
+    TOPIC = "topic"  # an SNS topic's access policy: who may publish to it (docs/notifications.md)
 
 
 # The services whose actions an identity policy may name (the others' are no request here).
@@ -159,12 +161,14 @@ class Caller:
     IAM identity (not an account's root), the ARNs a Principal may name it by. `delegated`:
     a Principal naming the account matches an IAM identity of it too (the account passes its
     permission on; the identity's own policies must then allow as well, "Policy evaluation
-    logic" in IAM's guide)."""
+    logic" in IAM's guide). `service`: an AWS service acting for the account, which a
+    `{"Service": ...}` Principal names (S3 publishing a bucket's events to a topic)."""
 
     account: str | None
     arns: frozenset[str] = frozenset()
     root: bool = True
     delegated: bool = True
+    service: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,9 @@ _ARN_PRINCIPAL = re.compile(r"arn:aws:(?:iam|sts)::([^:]+):(root|user/.+|role/.+
 @dataclass(frozen=True)
 class Principals:
     """A Principal element: everyone (`*`), accounts by id (an account's root ARN, its id or
-    canonical id), IAM users and roles by ARN, or only services (which no request here comes
-    from). Accounts are kept by number, and ARNs with their account's number, however the
-    policy named them (users.numbered)."""
+    canonical id), IAM users and roles by ARN, or services (`s3.amazonaws.com`: only S3
+    publishing to a topic is a service's request here). Accounts are kept by number, and ARNs
+    with their account's number, however the policy named them (users.numbered)."""
 
     everyone: bool
     accounts: frozenset[str]
@@ -194,9 +198,12 @@ class Principals:
     # The accounts of `arns`: a user of the users file is an account of its own, and a
     # user/NAME ARN of its account names it (a display name is not unique).
     arn_accounts: frozenset[str] = frozenset()
+    services: frozenset[str] = frozenset()
 
     def match(self, caller: Caller) -> bool:
         if self.everyone:
+            return True
+        if caller.service is not None and caller.service in self.services:
             return True
         if caller.account is None:
             return False
@@ -228,6 +235,7 @@ def _principals(value: object) -> Principals:
     accounts: set[str] = set()
     arns: set[str] = set()
     arn_accounts: set[str] = set()
+    services: set[str] = set()
     everyone = False
     for kind, names in value.items():
         if kind not in ("AWS", "CanonicalUser", "Service", "Federated"):
@@ -252,8 +260,12 @@ def _principals(value: object) -> Principals:
                 if not re.fullmatch(r"[A-Za-z0-9$._-]+", name):
                     raise malformed("Invalid principal in policy")
                 accounts.add(account_number(name))
-            # Service and Federated principals are valid but no request here is theirs.
-    return Principals(everyone, frozenset(accounts), frozenset(arns), frozenset(arn_accounts))
+            elif kind == "Service":
+                services.add(name.lower())  # a service's name is case-insensitive
+            # Federated principals are valid but no request here is theirs.
+    return Principals(
+        everyone, frozenset(accounts), frozenset(arns), frozenset(arn_accounts), frozenset(services)
+    )
 
 
 # -- conditions ----------------------------------------------------------------------------
@@ -433,6 +445,8 @@ def _condition_key(key: str, kind: Kind = Kind.BUCKET) -> str:
         raise malformed("Policy has an invalid condition key")
     if kind is Kind.BUCKET and low.partition(":")[0] not in ("aws", "s3"):
         raise malformed("Policy has an invalid condition key")  # IAM's and STS's keys
+    if kind is Kind.TOPIC and low.partition(":")[0] != "aws":
+        raise malformed("Policy has an invalid condition key")  # S3's, IAM's and STS's keys
     return low
 
 
@@ -565,11 +579,14 @@ def _actions(value: object, kind: Kind) -> tuple[Wildcard, ...]:
     out = []
     for action in _strings(value, "Action"):
         if action == "*":
-            action = "s3:*" if kind is Kind.BUCKET else "*"
+            action = {Kind.BUCKET: "s3:*", Kind.TOPIC: "sns:*"}.get(kind, "*")
             out.append(wildcard(action))
             continue
         service, sep, name = action.partition(":")
         service = service.lower()
+        if kind is Kind.TOPIC and service != "sns":
+            # SNS's answer to another service's action in a topic's policy.
+            raise malformed("Policy statement action out of service scope!")
         if kind is Kind.BUCKET:
             if not sep or service != "s3" or not name:
                 raise malformed("Policy has invalid action")

@@ -15,8 +15,9 @@ changes); other keys go on. Failed rows are tried again after a pause that doubl
 BACKOFF_MAX. A destination that acknowledged a row is not sent it again while this process
 holds the lease; after a crash or a change of holder it may be (at least once, never lost).
 
-A topic deleted since the change was recorded has nowhere to go: its records are dropped,
-with a warning naming the topic. So is an event that has waited longer than the retention
+A topic deleted since the change was recorded has nowhere to go, nor has another account's
+topic whose Policy no longer allows the bucket's account: its records are dropped, with a
+warning naming the topic. So is an event that has waited longer than the retention
 (--notify-retention, a week by default). Both are counted (s3gw_notifications_dropped).
 
 A row's replication targets (a destination bucket's ARN, store/outbox.py) are copies to make:
@@ -33,7 +34,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .. import metrics
 from ..notify import records, topics
@@ -79,8 +80,12 @@ class NotificationWorker:
         open_secret: Callable[[str], bytes] | None,
         retention: float = 604_800.0,
         replicator: Replicator | None = None,
+        accounts: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
+        # The gateway's accounts' canonical ids by number: whose registry another account's
+        # topic ARN names (none given: the bucket owners' own topics only).
+        self.accounts: Mapping[str, str] = accounts or {}
         self.retention_ns = int(retention * 1e9)
         self.region = region
         self.networks = networks
@@ -306,10 +311,15 @@ class NotificationWorker:
                 if not await self._replicate(row, facts, configuration_id, arn, failed):
                     complete = False
                 continue
-            topic = await self._topic(facts.owner, arn, found)
+            topic = await self._topic(row.bucket, facts.owner, arn, found)
             if topic is None or not topic.endpoint:
-                # Deleted since (or made without an endpoint): nowhere to deliver to.
-                log.warning("notifications: %s has no endpoint now; its event is dropped", arn)
+                # Deleted since (or made without an endpoint), or another account's topic
+                # whose Policy no longer allows the bucket's: nowhere to deliver to.
+                log.warning(
+                    "notifications: %s is gone, has no endpoint or does not allow the bucket's "
+                    "account now; its event is dropped",
+                    arn,
+                )
                 metrics.NOTIFY_DROPPED.inc()
                 continue
             body = records.message([records.record(change, self.region, configuration_id)])
@@ -384,15 +394,24 @@ class NotificationWorker:
                 row.bucket, row.key, row.version_id, status, ORIGIN, failure
             )
 
-    async def _topic(self, owner: str, arn: str, found: dict[str, dict[str, str]]) -> Topic | None:
-        """The topic a destination ARN names (of the bucket owner's account: the registry
-        rule, notify/topics.py), or None if it is gone."""
+    async def _topic(
+        self, bucket: str, owner: str, arn: str, found: dict[str, dict[str, str]]
+    ) -> Topic | None:
+        """The topic a destination ARN names, in the registry of the ARN's account (the
+        bucket owner's, or another account's whose topic's Policy allows the bucket's events:
+        notify/topics.py), or None if it is gone or no longer allows them. The Policy is
+        judged at each delivery, as SNS judges each Publish; the topics are read once a
+        pass (`found`, by account)."""
         named = topics.parse_arn(arn)
         if named is None or self.open_secret is None:
             return None
-        if owner not in found:
-            found[owner] = await self.store.get_docs("topics", owner)
-        doc = found[owner].get(named.name)
+        account = topics.registry_account(named, owner, self.accounts)
+        if account is None:
+            return None
+        if account not in found:
+            found[account] = await self.store.get_docs("topics", account)
+        doc = found[account].get(named.name)
         if doc is None:
             return None
-        return Topic.from_doc(owner, named.name, self.region, doc, self.open_secret)
+        topic = Topic.from_doc(account, named.name, self.region, doc, self.open_secret)
+        return topic if topic.publishes(bucket, owner) else None

@@ -2,12 +2,14 @@
 (gateway/notify/configuration.py), kept as its "notification" setting.
 
 A PUT replaces the whole configuration (an empty <NotificationConfiguration/> removes it); every
-destination must be a topic of the bucket owner's account in this region, and each one with an
-endpoint is sent AWS's s3:TestEvent first, unless x-amz-skip-destination-validation: true. A
-destination that does not exist or does not acknowledge refuses the PUT with AWS's
-InvalidArgument "Unable to validate the following destination configurations", naming it
-(ArgumentName1, ArgumentValue1...), and nothing is kept. A GET of a bucket without one answers
-the empty element, as AWS does."""
+destination must be a topic in this region, of the bucket owner's account or of another account
+whose topic's Policy allows sns:Publish to the bucket's account (Topic.publishes), and each one
+with an endpoint is sent AWS's s3:TestEvent first, unless x-amz-skip-destination-validation:
+true. Another account's topic that does not allow it refuses the PUT with 403 AccessDenied (as
+Ceph RGW and s3-tests' test_cross_account_topic_publish have it); a destination that does not
+exist or does not acknowledge, with AWS's InvalidArgument "Unable to validate the following
+destination configurations", naming it (ArgumentName1, ArgumentValue1...). Nothing of a refused
+PUT is kept. A GET of a bucket without one answers the empty element, as AWS does."""
 
 from __future__ import annotations
 
@@ -55,30 +57,41 @@ async def put_bucket_notification_configuration(ctx: Context) -> web.StreamRespo
 async def _validate(
     ctx: Context, config: configuration.Configuration, send_test: bool
 ) -> list[tuple[str, str]]:
-    """Each destination that cannot be used, with why (empty: all can)."""
+    """Each destination that cannot be used, with why (empty: all can); AccessDenied when
+    another account's topic does not allow the bucket's events."""
     assert ctx.bucket_record is not None
     owner = ctx.bucket_record.owner
     region = ctx.settings.region
-    found = await ctx.store.get_docs("topics", owner)
+    accounts = {account_number(c): c for c in ctx.users_by_id}
+    found: dict[str, dict[str, str]] = {}  # topics by account, each read once
     failures: list[tuple[str, str]] = []
     usable: dict[str, topics.Topic] = {}
+    denied = False
     for arn in dict.fromkeys(t.arn for t in config.targets):
         named = topics.parse_arn(arn)
-        if named is None or named.name not in found:
+        account = None if named is None else topics.registry_account(named, owner, accounts)
+        if named is not None and account is not None and account not in found:
+            found[account] = await ctx.store.get_docs("topics", account)
+        if named is None or account is None or named.name not in found[account]:
             failures.append((arn, "The destination topic does not exist"))
         elif named.region != region:
             failures.append((arn, "The destination is not in this bucket's region"))
-        elif named.account != account_number(owner):
-            failures.append((arn, "The destination belongs to another account"))
         else:
-            if any(t.name == named.name for t in usable.values()):
+            if any((t.account, t.name) == (account, named.name) for t in usable.values()):
                 continue  # another ARN of the same topic: tested once
             try:
-                usable[arn] = topics.Topic.from_doc(
-                    owner, named.name, region, found[named.name], _opener(ctx)
+                topic = topics.Topic.from_doc(
+                    account, named.name, region, found[account][named.name], _opener(ctx)
                 )
             except WrongKey:
                 failures.append((arn, "The destination's endpoint cannot be read"))
+                continue
+            if not topic.publishes(ctx.bucket, owner):
+                denied = True  # another account's topic whose Policy does not allow it
+                continue
+            usable[arn] = topic
+    if denied:
+        raise S3Error("AccessDenied")
     if failures or not send_test:
         return failures
     message = s3_test_event(
