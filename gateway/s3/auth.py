@@ -21,7 +21,7 @@ import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from urllib.parse import unquote
 
 from gateway.s3 import postform, sigv2, sigv4
@@ -74,8 +74,10 @@ class AuthResult:
     scope: str  # "20130524/us-east-1/s3/aws4_request"
 
 
-@dataclass(frozen=True)
-class _Claim:
+# A NamedTuple, not a frozen dataclass: as immutable, and made in half the time (a frozen
+# dataclass's __init__ sets each of its seven fields through object.__setattr__), once per
+# signed request.
+class _Claim(NamedTuple):
     """A parsed signature claim, the same for header and query auth."""
 
     credential: sigv4.Credential
@@ -562,8 +564,7 @@ class Authenticator:
             if missing:
                 # A signed header the request lacks can never verify; report AWS's form only.
                 break
-            # hmac.digest: one call into OpenSSL, without an HMAC object per request.
-            expected = hmac.digest(signing_key, string_to_sign.encode(), "sha256").hex()
+            expected = sigv4.signature_of(signing_key, string_to_sign)
             if hmac.compare_digest(expected.encode(), provided):
                 sigv4.refuse_unsigned_amz_headers(headers, claim.signed_headers)
                 return AuthResult(

@@ -49,6 +49,7 @@ from typing import NoReturn, Protocol
 from aiohttp import ClientPayloadError
 
 from ..limits import MAX_CHUNK_LINE, MAX_CHUNK_SIZE
+from . import sigv4
 from .checksums import MALFORMED_TRAILER_CODE, MALFORMED_TRAILER_MESSAGE
 from .errors import S3Error
 
@@ -338,8 +339,7 @@ class ChunkedDecoder:
             self._check_signature(self._chunk_string_to_sign(data_sha256), provided)
 
     def _check_signature(self, string_to_sign: str, provided: bytes) -> None:
-        key = self._signing_key
-        computed = hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+        computed = sigv4.signature_of(self._signing_key, string_to_sign)
         if not hmac.compare_digest(computed.encode(), provided):
             self._signature_mismatch(string_to_sign, provided)
         self._previous = computed
