@@ -42,20 +42,26 @@ class Networks:
     allowed: tuple[Network, ...] = ()
 
     def allows(self, address: str) -> bool:
-        try:
-            ip: Address = ipaddress.ip_address(address.split("%", 1)[0])  # a zone id: fe80::1%eth0
-        except ValueError:
-            return False
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
-        if not self.allowed:
-            return not any(ip in net for net in LINK_LOCAL)
-        return any(ip.version == net.version and ip in net for net in self.allowed)
+        return _allows(self.allowed, address)
 
     def check(self, host: str, addresses: Iterable[str]) -> None:
         for address in addresses:
             if not self.allows(address):
                 raise OutsideNetworks(host, address)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allows(allowed: tuple[Network, ...], address: str) -> bool:
+    """Networks.allows, judged once per address (each delivery asks again)."""
+    try:
+        ip: Address = ipaddress.ip_address(address.split("%", 1)[0])  # a zone id: fe80::1%eth0
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
+    if not allowed:
+        return not any(ip in net for net in LINK_LOCAL)
+    return any(ip.version == net.version and ip in net for net in allowed)
 
 
 def parse_cidrs(text: str) -> tuple[Network, ...]:
@@ -76,6 +82,7 @@ def networks(cidrs: tuple[str, ...]) -> Networks:
     return Networks(parse_cidrs(" ".join(cidrs)))
 
 
+@functools.lru_cache(maxsize=1024)
 def literal(host: str) -> str | None:
     """`host` itself when it is an address (no resolution happens for it), else None."""
     try:

@@ -63,6 +63,9 @@ PAGE = 200
 # Keys delivered at once in a pass: a key's rows go one after another (its order), different
 # keys side by side, so that a destination's round trip is not paid once per row in turn.
 KEYS_AT_ONCE = 16
+# Delivered rows are removed this many at a time (one catalog transaction each): what a crash
+# of the holder leaves to deliver again is the rows in flight and at most two such batches.
+ACK_EVERY = 64
 IDLE = 0.25  # seconds between looks at an empty outbox
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 10.0
@@ -193,7 +196,8 @@ class NotificationWorker:
             self._oldest([])
             await self.release_lease()
             return IDLE
-        found: dict[str, dict[str, str]] = {}  # topics by account, read once a pass
+        found: dict[str, dict[str, str]] = {}  # topics' documents by account, read once a pass
+        opened: dict[tuple[str, str, str], Topic | None] = {}  # (ARN, bucket, owner): a topic
         failed: set[str] = set()  # destinations that failed in this pass
         held: set[tuple[str, str]] = set()  # keys with a row not delivered
         done: list[int] = []
@@ -210,6 +214,7 @@ class NotificationWorker:
                 done.append(row.seq)
                 continue
             chains.setdefault((row.bucket, row.key), []).append(row)
+        parsed = {row.seq: Facts.from_json(row.facts) for row in rows}  # once a pass
         lost = False
         turns = asyncio.Semaphore(KEYS_AT_ONCE)
         unacknowledged: list[int] = []  # delivered in this pass, still in the outbox
@@ -224,12 +229,12 @@ class NotificationWorker:
                     if lost or not await self._hold_once():
                         lost = True
                         return
-                    if not await self._deliver(row, found, failed):
+                    if not await self._deliver(row, parsed[row.seq], found, opened, failed):
                         held.add(key)  # its later rows wait for this one
                         return
                     done.append(row.seq)
                     unacknowledged.append(row.seq)
-                    if len(unacknowledged) >= KEYS_AT_ONCE:
+                    if len(unacknowledged) >= ACK_EVERY:
                         # Removed as the pass goes, a few at a time: what a crash of this
                         # holder leaves to deliver again is what was in flight, not the page.
                         batch = unacknowledged[:]
@@ -240,13 +245,13 @@ class NotificationWorker:
         await asyncio.gather(*(deliver_key(key, chain) for key, chain in chains.items()))
         await self._acknowledge(dropped + unacknowledged)
         finished = set(done)
-        self._oldest([r for r in rows if r.seq not in finished])
+        self._oldest([(r, parsed[r.seq]) for r in rows if r.seq not in finished])
         if held:
             return self._failed()
         self.backoff = 0.0
         return 0.0 if len(rows) == PAGE else IDLE
 
-    def _oldest(self, waiting: list[OutboxRecord]) -> None:
+    def _oldest(self, waiting: list[tuple[OutboxRecord, Facts]]) -> None:
         """What this pass's page still waits for (0 for what has nothing waiting now):
         s3gw_notifications_oldest_seconds per destination (a topic's ARN, a replication
         rule's bucket ARN), the age of its oldest record; s3gw_replication_pending and
@@ -255,8 +260,7 @@ class NotificationWorker:
         now = time.time_ns()
         oldest: dict[str, int] = {}
         pending: dict[tuple[str, str], tuple[int, int]] = {}
-        for row in waiting:
-            facts = Facts.from_json(row.facts)
+        for row, facts in waiting:
             for configuration_id, arn in facts.targets:
                 if (row.seq, configuration_id, arn) in self.sent:
                     continue
@@ -279,11 +283,15 @@ class NotificationWorker:
         self.rules = set(pending)
 
     async def _deliver(
-        self, row: OutboxRecord, found: dict[str, dict[str, str]], failed: set[str]
+        self,
+        row: OutboxRecord,
+        facts: Facts,
+        found: dict[str, dict[str, str]],
+        opened: dict[tuple[str, str, str], Topic | None],
+        failed: set[str],
     ) -> bool:
         """Send the row to each destination that has not acknowledged it; True when all
         have."""
-        facts = Facts.from_json(row.facts)
         change = records.ObjectEvent(
             event=row.event,
             bucket=row.bucket,
@@ -311,7 +319,7 @@ class NotificationWorker:
                 if not await self._replicate(row, facts, configuration_id, arn, failed):
                     complete = False
                 continue
-            topic = await self._topic(row.bucket, facts.owner, arn, found)
+            topic = await self._topic(row.bucket, facts.owner, arn, found, opened)
             if topic is None or not topic.endpoint:
                 # Deleted since (or made without an endpoint), or another account's topic
                 # whose Policy no longer allows the bucket's: nowhere to deliver to.
@@ -395,13 +403,27 @@ class NotificationWorker:
             )
 
     async def _topic(
-        self, bucket: str, owner: str, arn: str, found: dict[str, dict[str, str]]
+        self,
+        bucket: str,
+        owner: str,
+        arn: str,
+        found: dict[str, dict[str, str]],
+        opened: dict[tuple[str, str, str], Topic | None],
     ) -> Topic | None:
         """The topic a destination ARN names, in the registry of the ARN's account (the
         bucket owner's, or another account's whose topic's Policy allows the bucket's events:
         notify/topics.py), or None if it is gone or no longer allows them. The Policy is
         judged at each delivery, as SNS judges each Publish; the topics are read once a
-        pass (`found`, by account)."""
+        pass (`found`, by account), and each is opened and judged once a pass for a bucket
+        (`opened`)."""
+        seen = (arn, bucket, owner)
+        if seen not in opened:
+            opened[seen] = await self._open_topic(bucket, owner, arn, found)
+        return opened[seen]
+
+    async def _open_topic(
+        self, bucket: str, owner: str, arn: str, found: dict[str, dict[str, str]]
+    ) -> Topic | None:
         named = topics.parse_arn(arn)
         if named is None or self.open_secret is None:
             return None

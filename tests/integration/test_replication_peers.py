@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gateway.workers.notifications import KEYS_AT_ONCE
+from gateway.workers.notifications import ACK_EVERY, KEYS_AT_ONCE
 from tests.integration.test_replication import _multipart, _replicate, _rule, _versioned
 from tests.postgres import PostgresServer
 from tests.reliability.harness import CrashableGateway
@@ -370,9 +370,9 @@ def test_the_holder_killed_mid_backlog_loses_nothing(
         duplicates = _check_copies(survivor.client(), far, "handover", versions)
         # At least once: what the dead holder had delivered and not yet removed from the
         # outbox is copied again, at most the keys it had in flight (KEYS_AT_ONCE), the rows
-        # delivered since its last acknowledgement (fewer than KEYS_AT_ONCE) and a batch being
-        # acknowledged (KEYS_AT_ONCE).
-        assert duplicates <= 3 * KEYS_AT_ONCE, duplicates
+        # delivered since its last acknowledgement (fewer than ACK_EVERY) and a batch being
+        # acknowledged (ACK_EVERY).
+        assert duplicates <= KEYS_AT_ONCE + 2 * ACK_EVERY, duplicates
     finally:
         for node in nodes:
             node.stop()
