@@ -132,12 +132,15 @@ class CatalogReader(Protocol):
         no object (it may have versions: a delete marker is the latest)."""
         ...
 
-    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
-        """The first `limit` rows of the outbox, in their order (outbox.py)."""
+    async def read_outbox(
+        self, limit: int, parts: Sequence[int] | None = None
+    ) -> list[OutboxRecord]:
+        """The first `limit` rows of the outbox, in their order (outbox.py); of the partitions
+        `parts` only (None: all), at most `limit` of each."""
         ...
 
-    async def count_outbox(self) -> int:
-        """How many rows the outbox holds."""
+    async def count_outbox(self, parts: Sequence[int] | None = None) -> int:
+        """How many rows the outbox holds (in the partitions `parts`; None: all)."""
         ...
 
     async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:
@@ -347,8 +350,10 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
         version_id: str | None,
         time_ns: int,
         facts: str,
+        part: int,
     ) -> None:
-        """Add a row to the outbox, numbered after every row before it (outbox.py)."""
+        """Add a row to the outbox, numbered after every row before it, in the partition
+        `part` (outbox.py)."""
         ...
 
     async def delete_outbox(self, seqs: Sequence[int]) -> None:
@@ -362,6 +367,15 @@ class CatalogTx(CatalogReader, IdentityReader, Protocol):
 
     async def drop_lease(self, name: str, holder: str) -> None:
         """Give back the lease `name` if `holder` holds it."""
+        ...
+
+    async def live_leases(self, prefix: str, now_ns: int) -> dict[str, str]:
+        """The leases whose names begin with `prefix` (no LIKE wildcard in it) and that have
+        not expired before `now_ns`: name -> holder."""
+        ...
+
+    async def drop_leases(self, prefix: str, holder: str) -> None:
+        """Give back every lease of `holder` whose name begins with `prefix`."""
         ...
 
     async def lock_docs(self, kind: str, account: str) -> dict[str, str]:

@@ -330,3 +330,4 @@ class OutboxRecord:
     version_id: str | None
     time_ns: int
     facts: str
+    part: int = 0  # its partition (outbox.partition)

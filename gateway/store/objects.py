@@ -206,12 +206,19 @@ class Objects(StoreCore):
         fired = self.fired(bucket, event, deleted.key, replica=origin.replica)
         await outbox.record(tx, fired, bucket, deleted.key, event, origin, now_ns, version_id)
 
-    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
-        """The outbox's first `limit` rows, in order (outbox.py)."""
-        return await self.catalog.scan(lambda reader: reader.read_outbox(limit))
+    async def read_outbox(
+        self, limit: int, parts: Sequence[int] | None = None
+    ) -> list[OutboxRecord]:
+        """The outbox's first `limit` rows, in order (outbox.py); of the partitions `parts`
+        only (None: all), at most `limit` of each."""
+        if parts is not None and not parts:
+            return []
+        return await self.catalog.scan(lambda reader: reader.read_outbox(limit, parts))
 
-    async def count_outbox(self) -> int:
-        return await self.catalog.scan(lambda reader: reader.count_outbox())
+    async def count_outbox(self, parts: Sequence[int] | None = None) -> int:
+        if parts is not None and not parts:
+            return 0
+        return await self.catalog.scan(lambda reader: reader.count_outbox(parts))
 
     async def outbox_backlog(self, arn: str, within: int = outbox.BACKLOG_WITHIN) -> Backlog:
         """How many rows of the outbox still name the destination `arn` (outbox.Backlog)."""
@@ -237,6 +244,56 @@ class Objects(StoreCore):
         return await self._write(
             lambda tx: tx.hold_lease(name, holder, now, now + int(seconds * 1e9))
         )
+
+    async def hold_share(
+        self, group: str, holder: str, parts: int, seconds: float, rebalance: bool = True
+    ) -> frozenset[int]:
+        """Hold a fair share of the `parts` partitions of the work `group` for `seconds`: the
+        leases `GROUP/p/N`, each held by one process at a time across every node. The holder
+        is a member of the group (its lease `GROUP/m/HOLDER`, renewed here) and renews the
+        partitions it holds; with `rebalance`, a holder with more than its share (the parts
+        divided among the members alive, rounded up) gives back its highest ones, and one
+        with fewer takes partitions nobody holds (free, or lapsed) up to it. A process joining
+        is a member at once and gets its share once the others gave theirs back (at their
+        next rebalance). The partitions held after this (empty: none)."""
+        now = time.time_ns()
+        until = now + int(seconds * 1e9)
+        partition, member = f"{group}/p/", f"{group}/m/"
+
+        async def commit(tx: CatalogTx) -> frozenset[int]:
+            live = await tx.live_leases(f"{group}/", now)
+            await tx.hold_lease(member + holder, holder, now, until)
+            members = {n for n in live if n.startswith(member)} | {member + holder}
+            share = -(-parts // len(members))
+            mine = sorted(
+                int(n[len(partition) :])
+                for n, h in live.items()
+                if h == holder and n.startswith(partition)
+            )
+            held: list[int] = []
+            for number in mine:
+                if rebalance and len(held) >= share:
+                    await tx.drop_lease(f"{partition}{number}", holder)
+                elif await tx.hold_lease(f"{partition}{number}", holder, now, until):
+                    held.append(number)
+            for number in range(parts) if rebalance else ():
+                if len(held) >= share:
+                    break
+                name = f"{partition}{number}"
+                if name not in live and await tx.hold_lease(name, holder, now, until):
+                    held.append(number)
+            return frozenset(held)
+
+        return await self._write(commit)
+
+    async def drop_share(self, group: str, holder: str) -> None:
+        """Give back every lease `holder` has of the work `group` (hold_share): its
+        partitions and its membership."""
+
+        async def commit(tx: CatalogTx) -> None:
+            await tx.drop_leases(f"{group}/", holder)
+
+        await self._write(commit)
 
     async def drop_lease(self, name: str, holder: str) -> None:
         """Give back the catalog's lease `name` if `holder` holds it."""

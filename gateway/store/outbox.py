@@ -21,6 +21,7 @@ AWS's XML, gateway/notify/configuration.py); the application gives the Store tha
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,18 @@ Destinations = Callable[[str, str, str], Sequence[tuple[str, str]]]
 # is itself a replica, whether the version is SSE-KMS) -> the (rule id, destination bucket ARN
 # `arn:aws:s3:::NAME`) pairs it is copied to (empty: none).
 Replicas = Callable[[str, str, str, Mapping[str, str], bool, bool], Sequence[tuple[str, str]]]
+
+# The outbox's partitions: a key's rows are all in one (partition()), and each is delivered by
+# one process at a time (the worker's lease on it), so several processes deliver at once and a
+# key's order is kept. Fixed: a key's partition must not change while it has rows waiting.
+PARTITIONS = 16
+
+
+def partition(bucket: str, key: str) -> int:
+    """The partition of a key's rows: a stable hash of the bucket and the key (CRC-32, the same
+    on every node and every version of the gateway)."""
+    return zlib.crc32(bucket.encode() + b"/" + key.encode()) % PARTITIONS
+
 
 # A target's destination ARN names a bucket (replication), else a topic (notifications).
 BUCKET_ARN = "arn:aws:s3:::"
@@ -213,4 +226,6 @@ async def record(
     # A version id on a bucket whose versioning was ever set ("null" included), as AWS's
     # records carry it; none on an unversioned bucket.
     shown = version_id if bucket.versioning is not None else None
-    await tx.append_outbox(bucket.name, key, event, shown, time_ns, facts.to_json())
+    await tx.append_outbox(
+        bucket.name, key, event, shown, time_ns, facts.to_json(), partition(bucket.name, key)
+    )

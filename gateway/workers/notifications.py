@@ -1,11 +1,17 @@
 """The notifications worker: delivers the outbox's events (gateway/store/outbox.py) to the
 destinations each names, at least once, in order for each key.
 
-One process at a time delivers, whatever number of worker processes and nodes share the
-catalog: the one holding the catalog's lease "notifications" (Store.hold_lease), renewed while
-it works and given back on a clean stop; a holder that dies leaves it to lapse (LEASE_SECONDS).
+The outbox is split in partitions by key (store/outbox.py, PARTITIONS): each is delivered by one
+process at a time, whatever number of worker processes and nodes share the catalog, the one
+holding its lease "notifications/p/N" (Store.hold_share). The processes with rows to deliver
+share the partitions out between them (each a member of the work, its lease
+"notifications/m/HOLDER"): a process that joins gets its share once the others gave theirs
+back, at their next rebalance (at most every LEASE_SECONDS / 3, at the start of a pass). The
+leases are renewed while the holder works and given back on a clean stop, and when the whole
+outbox is empty; a holder that dies leaves them to lapse (LEASE_SECONDS), and the others take
+them over.
 
-A pass reads the outbox's first rows in order. For each row, each configuration it fired gets
+A pass reads its partitions' first rows in order. For each row, each configuration it fired gets
 AWS's record (notify/records.py) at its topic's endpoint, through the sender of the endpoint's
 scheme (notify/targets.py: the webhook, NATS, MQTT, Redis, AMQP); the row is removed once every
 one of them acknowledged (a 2xx, the broker's ack). A destination that fails (a 5xx, a
@@ -29,6 +35,7 @@ dropped for its age: it waits for its destination (docs/replication.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import secrets
@@ -49,7 +56,7 @@ from ..store.outbox import Facts
 
 log = logging.getLogger(__name__)
 
-LEASE = "notifications"
+LEASE = "notifications"  # the work's leases: LEASE/p/N, partition N's; LEASE/m/HOLDER, a member
 # The s3Operation of a failed replication's event, by the change's event.
 _OPERATIONS = {
     outbox.MARKER: "DELETE_MARKER_PUT",
@@ -94,7 +101,9 @@ class NotificationWorker:
         self.networks = networks
         self.open_secret = open_secret
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.held_at: float | None = None  # monotonic time the lease was last taken
+        self.held: frozenset[int] = frozenset()  # the partitions this process delivers
+        self.held_at: float | None = None  # monotonic time the leases were last renewed
+        self.balanced_at = 0.0  # monotonic time of the last rebalance (hold_share)
         self._holding = asyncio.Lock()  # one renewal at a time (a pass delivers keys at once)
         self.backoff = 0.0
         self.sent: set[_Sent] = set()
@@ -134,26 +143,32 @@ class NotificationWorker:
 
     async def pass_once(self) -> float:
         """A pass if there is anything to deliver; the pause before the next. A process that
-        does not hold the lease takes it only when the outbox has rows: an idle gateway, or a
+        holds no partition takes some only when the outbox has rows: an idle gateway, or a
         bucket without notifications, writes nothing for it."""
-        if self.held_at is None and not await self.store.read_outbox(1):
+        if not self.held and not await self.store.read_outbox(1):
+            await self.release_lease()  # a member that waited for a share: none is needed now
             return IDLE
-        return await self.run_once() if await self._hold() else LEASE_SECONDS / 3
+        return await self.run_once() if await self._hold(rebalance=True) else LEASE_SECONDS / 3
 
-    async def _hold(self) -> bool:
-        """Take the lease, or renew it once a third of it has gone."""
+    async def _hold(self, rebalance: bool = False) -> bool:
+        """Renew the partitions' leases once a third of them has gone (taking the share of
+        them due, when `rebalance`: at the start of a pass); whether any is held."""
         now = time.monotonic()
-        if self.held_at is not None and now - self.held_at < LEASE_SECONDS / 3:
-            return True
-        if await self.store.hold_lease(LEASE, self.holder, LEASE_SECONDS):
-            self.held_at = now
-            return True
-        if self.held_at is not None:
-            metrics.NOTIFY_PENDING.set(0)  # another holder counts them now
+        renew = self.held_at is None or now - self.held_at >= LEASE_SECONDS / 3
+        balance = rebalance and now - self.balanced_at >= LEASE_SECONDS / 3
+        if not renew and not balance:
+            return bool(self.held)
+        held = await self.store.hold_share(
+            LEASE, self.holder, outbox.PARTITIONS, LEASE_SECONDS, balance
+        )
+        if self.held - held:
+            self.sent.clear()  # rows of partitions another holder delivers now
+        self.held, self.held_at = held, now
+        self.balanced_at = now if balance else self.balanced_at
+        if not held:
+            metrics.NOTIFY_PENDING.set(0)  # other holders count them now
             self._oldest([])
-        self.held_at = None
-        self.sent.clear()
-        return False
+        return bool(held)
 
     async def _acknowledge(self, seqs: list[int]) -> None:
         """Remove rows every destination has acknowledged."""
@@ -164,21 +179,24 @@ class NotificationWorker:
         self.sent = {s for s in self.sent if s[0] not in finished}
         metrics.NOTIFY_PENDING.dec(len(seqs))
 
-    async def _hold_once(self) -> bool:
-        """_hold, for the keys a pass delivers side by side: one of them renews at a time."""
+    async def _holds(self, part: int) -> bool:
+        """Whether this process still holds partition `part`, its leases renewed if due (the
+        keys a pass delivers side by side: one of them renews at a time)."""
         async with self._holding:
-            return await self._hold()
+            await self._hold()
+        return part in self.held
 
     async def release_lease(self) -> None:
-        """Give the lease back (on a clean stop, or with nothing to deliver), so that another
-        process, or a restarted gateway, delivers at once."""
+        """Give the leases back (on a clean stop, or with nothing to deliver), so that other
+        processes, or a restarted gateway, deliver at once."""
         if self.held_at is None:
             return
-        self.held_at = None
+        self.held, self.held_at, self.balanced_at = frozenset(), None, 0.0
+        self.sent.clear()
         try:
-            await self.store.drop_lease(LEASE, self.holder)
-        except Exception:  # it lapses on its own; the stop goes on
-            log.warning("notifications: could not give back the lease")
+            await self.store.drop_share(LEASE, self.holder)
+        except Exception:  # they lapse on their own; the stop goes on
+            log.warning("notifications: could not give back the leases")
 
     def _failed(self) -> float:
         self.backoff = min(BACKOFF_MAX, max(BACKOFF_FIRST, self.backoff * 2))
@@ -186,15 +204,17 @@ class NotificationWorker:
 
     async def run_once(self) -> float:
         """One pass over the outbox's first rows; the pause before the next."""
-        rows = await self.store.read_outbox(PAGE)
-        metrics.NOTIFY_PENDING.set(
-            len(rows) if len(rows) < PAGE else await self.store.count_outbox()
-        )
+        parts = sorted(self.held)
+        each = max(1, PAGE // len(parts))  # rows of each partition this pass
+        rows = await self.store.read_outbox(each, parts)
+        full = any(n == each for n in collections.Counter(r.part for r in rows).values())
+        metrics.NOTIFY_PENDING.set(await self.store.count_outbox(parts) if full else len(rows))
         if not rows:
-            # Nothing in flight: the lease goes back (no renewal while idle), and is taken
-            # again, by whichever process sees a row first.
             self._oldest([])
-            await self.release_lease()
+            if not await self.store.read_outbox(1):
+                # Nothing in flight anywhere: the leases go back (no renewal while idle), and
+                # are taken again by whichever processes see a row first.
+                await self.release_lease()
             return IDLE
         found: dict[str, dict[str, str]] = {}  # topics' documents by account, read once a pass
         opened: dict[tuple[str, str, str], Topic | None] = {}  # (ARN, bucket, owner): a topic
@@ -226,7 +246,7 @@ class NotificationWorker:
                     # A long pass (slow destinations) renews the lease as it goes, and stops if
                     # another holder took it: two holders delivering at once would break a
                     # key's order.
-                    if lost or not await self._hold_once():
+                    if lost or not await self._holds(row.part):
                         lost = True
                         return
                     if not await self._deliver(row, parsed[row.seq], found, opened, failed):
@@ -249,7 +269,7 @@ class NotificationWorker:
         if held:
             return self._failed()
         self.backoff = 0.0
-        return 0.0 if len(rows) == PAGE else IDLE
+        return 0.0 if full else IDLE
 
     def _oldest(self, waiting: list[tuple[OutboxRecord, Facts]]) -> None:
         """What this pass's page still waits for (0 for what has nothing waiting now):

@@ -18,7 +18,9 @@ def _append(h: Harness, key: str, *arns: str) -> None:
     facts = outbox.Facts("owner", "p", "127.0.0.1", "r", "h", 1, "etag", targets).to_json()
 
     async def append(tx: CatalogTx) -> None:
-        await tx.append_outbox("bucket", key, outbox.PUT, None, 1, facts)
+        await tx.append_outbox(
+            "bucket", key, outbox.PUT, None, 1, facts, outbox.partition("bucket", key)
+        )
 
     h.write(append)
 

@@ -543,3 +543,77 @@ def test_two_nodes_writing_at_once(postgres: PostgresServer, tmp_path: Path) -> 
         for node in nodes:
             node.stop()
         receiver.close()
+
+
+def _partition_holders(catalog: str) -> collections.Counter[str]:
+    import psycopg
+
+    with psycopg.connect(catalog, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT holder FROM leases WHERE name LIKE 'notifications/p/%%' AND expires_ns > %s",
+            (time.time_ns(),),
+        ).fetchall()
+    return collections.Counter(holder for (holder,) in rows)
+
+
+def test_the_nodes_share_the_partitions_of_a_backlog(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """Two nodes (three worker processes) on one PostgreSQL catalog and a backlog made while
+    the destination is down: the processes share the outbox's partitions out between them
+    (each partition one holder), and once the destination is back every record arrives, each
+    key's in order, all of them at most twice."""
+    receiver = Receiver()
+    port = receiver.port
+    url = postgres.database()
+    nodes = [
+        GatewayProcess(tmp_path / "data", {"S3GW_CATALOG": url, "S3GW_WORKERS": str(n)}).start()
+        for n in (2, 1)
+    ]
+    try:
+        s3 = _client(nodes[0], "s3")
+        s3.create_bucket(Bucket="shared")
+        arn = _topic(nodes[0], "shared", f"{receiver.url}/shared")
+        s3.put_bucket_notification_configuration(
+            Bucket="shared",
+            NotificationConfiguration={
+                "TopicConfigurations": [
+                    {"Id": "c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
+                ]
+            },
+        )
+        for node in nodes:
+            node.allow(r"notifications: arn:aws:sns:")  # the destination down: a warning
+        receiver.close()
+        keys = [f"k{n}" for n in range(40)]
+
+        def write(n: int) -> None:
+            client = _client(nodes[n % 2], "s3")
+            for key in keys:
+                client.put_object(Bucket="shared", Key=key, Body=str(n).encode())
+
+        for n in range(3):  # each key three times, one round after another: its order known
+            write(n)
+        # Every process with rows to deliver is a member, and the partitions are dealt out
+        # at their next rebalances (a third of the lease apart).
+        deadline = time.monotonic() + 60
+        holders = _partition_holders(url)
+        while len(holders) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            holders = _partition_holders(url)
+        assert len(holders) == 3, holders
+        assert sum(holders.values()) == 16 and max(holders.values()) <= 6, holders
+        receiver = Receiver(port)
+        for key in keys:
+            records = receiver.wait_for("/shared", key, 3)
+        arrived = collections.defaultdict(list)
+        for r in records:
+            arrived[r["s3"]["object"]["key"]].append(int(r["s3"]["object"]["sequencer"], 16))
+        assert set(arrived) == set(keys)
+        for key, sequencers in arrived.items():
+            assert sorted(set(sequencers)) == sorted(set(sequencers), key=sequencers.index), key
+            assert len(set(sequencers)) == 3 and len(sequencers) <= 6, (key, sequencers)
+    finally:
+        for node in nodes:
+            node.stop()
+        receiver.close()

@@ -320,15 +320,19 @@ def test_two_source_nodes_on_postgresql_copy_every_version(
 
 
 def _holder(catalog: str, nodes: list[CrashableGateway]) -> CrashableGateway | None:
-    """The node whose process holds the notifications worker's lease (its holder names the
-    process: host:pid:token); a node's processes are its session's."""
+    """The node whose process holds the most of the notifications worker's partitions (a
+    lease's holder names the process: host:pid:token); a node's processes are its
+    session's."""
     import psycopg
 
     with psycopg.connect(catalog, autocommit=True) as conn:
-        row = conn.execute("SELECT holder FROM leases WHERE name = 'notifications'").fetchone()
-    if row is None:
+        rows = conn.execute(
+            "SELECT holder, count(*) FROM leases WHERE name LIKE 'notifications/p/%' "
+            "GROUP BY holder ORDER BY count(*) DESC"
+        ).fetchall()
+    if not rows:
         return None
-    pid = int(row[0].split(":")[1])
+    pid = int(rows[0][0].split(":")[1])
     try:
         group = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[2])
     except (OSError, IndexError, ValueError):
@@ -340,9 +344,10 @@ def test_the_holder_killed_mid_backlog_loses_nothing(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     """The same two nodes, a backlog made while the destination is down; it comes back, and
-    the node delivering (the lease's holder) is SIGKILLed once copies arrive: the other node
-    takes the lease when it lapses and copies the rest. Nothing is lost; copies made twice
-    (sent by the dead holder, not yet marked done) are counted, and few."""
+    the node delivering most (the holder of most partitions) is SIGKILLed once copies arrive:
+    the other node takes its partitions over when their leases lapse, and copies the rest.
+    Nothing is lost; copies made twice (sent by the dead holder, not yet marked done) are
+    counted, and few."""
     remote = _remote(tmp_path)
     catalog = postgres.database()
     nodes: list[CrashableGateway] = []

@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from gateway.store import outbox
 from gateway.store.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 from gateway.store.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA
 from tests.conftest import _catalogs
@@ -329,3 +330,42 @@ def test_an_old_node_is_refused_by_a_catalog_a_newer_node_migrated(
     wanted = f"schema {POSTGRES_SCHEMA} is newer than this gateway's ({POSTGRES_SCHEMA - 1})"
     assert wanted in done.stderr, done.stderr
     assert _schema(data, catalog) == POSTGRES_SCHEMA  # and left as the new node made it
+
+
+# The last schema of each catalog before the outbox's partitions (schema 12 and 11).
+_BEFORE_PARTITIONS = [p for p in MANIFESTS if p.stem in ("sqlite-v11", "postgresql-v10")]
+
+
+@pytest.mark.parametrize("manifest", _BEFORE_PARTITIONS, ids=[p.stem for p in _BEFORE_PARTITIONS])
+def test_waiting_events_keep_their_keys_partition(
+    manifest: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Rows waiting in an outbox made before its partitions (a destination down at the
+    upgrade) are each put in their key's partition by the migration, the one a new row of
+    the key goes to: a key's events stay in one partition, in order."""
+    _, data, catalog = _open_fixture(manifest, tmp_path, request)
+    waiting = [("bucket-a", "k1"), ("bucket-a", "k2"), ("bucket-b", "k1"), ("bucket-a", "k1")]
+    insert = "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts) VALUES "
+    if catalog is None:
+        with sqlite3.connect(data / "catalog.sqlite3") as conn:
+            conn.executemany(
+                insert + "(?, ?, 's3:ObjectCreated:Put', NULL, 1, '{}')",
+                [(b, k.encode()) for b, k in waiting],
+            )
+    else:
+        with psycopg.connect(catalog) as conn:
+            conn.cursor().executemany(
+                insert + "(%s, %s, 's3:ObjectCreated:Put', NULL, 1, '{}')",
+                [(b, k.encode()) for b, k in waiting],
+            )
+    # The first start migrates; `s3gw fsck` opens the catalog as a start does.
+    _fsck_clean(data, catalog)
+    if catalog is None:
+        with sqlite3.connect(data / "catalog.sqlite3") as conn:
+            rows = conn.execute("SELECT bucket, key, part FROM outbox ORDER BY seq").fetchall()
+    else:
+        with psycopg.connect(catalog) as conn:
+            rows = conn.execute("SELECT bucket, key, part FROM outbox ORDER BY seq").fetchall()
+    assert [(b, bytes(k).decode()) for b, k, _ in rows] == waiting
+    assert [p for _, _, p in rows] == [outbox.partition(b, k) for b, k in waiting]
+    assert len({p for _, _, p in rows}) > 1  # not all left in one partition

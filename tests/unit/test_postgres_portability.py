@@ -197,7 +197,7 @@ def _tables() -> dict[str, list[str]]:
     tables: dict[str, list[str]] = {}
     statements = [schema._VERSION_TABLE]
     for step in sorted(schema.MIGRATIONS):
-        statements += schema.MIGRATIONS[step]
+        statements += [s for s in schema.MIGRATIONS[step] if isinstance(s, str)]
     for statement in statements:
         created = _CREATE.match(statement.strip())
         if created:

@@ -597,11 +597,12 @@ class PostgresTx(ConnReader):
         version_id: str | None,
         time_ns: int,
         facts: str,
+        part: int,
     ) -> None:
         self._defer(
-            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            (bucket, key.encode(), event, version_id, time_ns, facts),
+            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts, part) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (bucket, key.encode(), event, version_id, time_ns, facts, part),
         )
 
     async def delete_outbox(self, seqs: Sequence[int]) -> None:
@@ -621,6 +622,19 @@ class PostgresTx(ConnReader):
 
     async def drop_lease(self, name: str, holder: str) -> None:
         await self._run("DELETE FROM leases WHERE name = %s AND holder = %s", (name, holder))
+
+    async def live_leases(self, prefix: str, now_ns: int) -> dict[str, str]:
+        rows = await self._all(
+            "SELECT name, holder FROM leases WHERE left(name, %s) = %s AND expires_ns >= %s",
+            (len(prefix), prefix, now_ns),
+        )
+        return {name: holder for name, holder in rows}
+
+    async def drop_leases(self, prefix: str, holder: str) -> None:
+        await self._run(
+            "DELETE FROM leases WHERE holder = %s AND left(name, %s) = %s",
+            (holder, len(prefix), prefix),
+        )
 
     async def lock_docs(self, kind: str, account: str) -> dict[str, str]:
         # Two changes of one account's documents wait for each other on its rows; two making

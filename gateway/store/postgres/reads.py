@@ -280,19 +280,29 @@ class Reads:
         )
         return (row[0], row[1]) if row else None
 
-    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
-        rows = await self._all(
-            "SELECT seq, bucket, key, event, version_id, time_ns, facts FROM outbox "
-            "ORDER BY seq LIMIT %s",
-            (limit,),
-        )
+    async def read_outbox(
+        self, limit: int, parts: Sequence[int] | None = None
+    ) -> list[OutboxRecord]:
+        columns = "seq, bucket, key, event, version_id, time_ns, facts, part"
+        if parts is None:
+            rows = await self._all(f"SELECT {columns} FROM outbox ORDER BY seq LIMIT %s", (limit,))
+        else:
+            # Each partition's first rows by its index (part, seq), then in order.
+            one = f"(SELECT {columns} FROM outbox WHERE part = %s ORDER BY seq LIMIT %s)"
+            statement = " UNION ALL ".join([one] * len(parts)) + " ORDER BY seq"
+            rows = await self._all(statement, tuple(v for p in parts for v in (p, limit)))
         return [
-            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts)
-            for seq, bucket, key, event, version_id, time_ns, facts in rows
+            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts, part)
+            for seq, bucket, key, event, version_id, time_ns, facts, part in rows
         ]
 
-    async def count_outbox(self) -> int:
-        row = await self._one("SELECT count(*) FROM outbox")
+    async def count_outbox(self, parts: Sequence[int] | None = None) -> int:
+        if parts is None:
+            row = await self._one("SELECT count(*) FROM outbox")
+        else:
+            row = await self._one(
+                "SELECT count(*) FROM outbox WHERE part = ANY(%s)", (list(parts),)
+            )
         return int(row[0]) if row else 0
 
     async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 
 import psycopg
 from psycopg import errors as pg_errors
 
-SCHEMA_VERSION = 10
+from ..outbox import partition
+
+SCHEMA_VERSION = 11
 
 # Schema 7's document parts and the kind of their rows at 8.
 _PARTS = (
@@ -31,7 +34,8 @@ _PARTS = (
 )
 
 # version -> the statements that bring the schema from the version before it to this one.
-MIGRATIONS: dict[int, tuple[str, ...]] = {
+# (A callable step runs Python in the migration's transaction: what SQL alone cannot compute.)
+MIGRATIONS: dict[int, tuple[str | Callable[[psycopg.Connection], None], ...]] = {
     1: (
         """CREATE TABLE IF NOT EXISTS buckets (
             name        text COLLATE "C" PRIMARY KEY,
@@ -241,7 +245,24 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (account, name)
         )""",
     ),
+    # The outbox's partitions (outbox.partition): a column and its index; the rows waiting
+    # are each put in their key's partition, as a new row of the key would be.
+    11: (
+        "ALTER TABLE outbox ADD COLUMN IF NOT EXISTS part integer NOT NULL DEFAULT 0",
+        "CREATE INDEX IF NOT EXISTS outbox_by_part ON outbox (part, seq)",
+        lambda conn: _partition_outbox(conn),  # defined below
+    ),
 }
+
+
+def _partition_outbox(conn: psycopg.Connection) -> None:
+    rows = conn.execute("SELECT seq, bucket, key FROM outbox").fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE outbox SET part = %s WHERE seq = %s",
+            [(partition(bucket, bytes(key).decode()), seq) for seq, bucket, key in rows],
+        )
+
 
 _VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (
     one     integer PRIMARY KEY CHECK (one = 1),
@@ -284,7 +305,10 @@ def _migrate(conn: psycopg.Connection) -> None:
     for step in range(version + 1, SCHEMA_VERSION + 1):
         for statement in MIGRATIONS[step]:
             try:
-                conn.execute(statement)
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
             except _RACES:
                 raise  # another node migrating at the same time: tried again
             except psycopg.Error as exc:

@@ -306,19 +306,34 @@ class SqliteReader:
         ).fetchone()
         return (row[0], row[1]) if row else None
 
-    async def read_outbox(self, limit: int) -> list[OutboxRecord]:
-        rows = self.conn.execute(
-            "SELECT seq, bucket, key, event, version_id, time_ns, facts FROM outbox "
-            "ORDER BY seq LIMIT ?",
-            (limit,),
-        )
+    async def read_outbox(
+        self, limit: int, parts: Sequence[int] | None = None
+    ) -> list[OutboxRecord]:
+        columns = "seq, bucket, key, event, version_id, time_ns, facts, part"
+        if parts is None:
+            rows = self.conn.execute(
+                f"SELECT {columns} FROM outbox ORDER BY seq LIMIT ?", (limit,)
+            ).fetchall()
+        else:
+            # Each partition's first rows by its index (part, seq), then in order.
+            one = (
+                f"SELECT * FROM (SELECT {columns} FROM outbox WHERE part = ? ORDER BY seq LIMIT ?)"
+            )
+            statement = " UNION ALL ".join([one] * len(parts)) + " ORDER BY seq"
+            rows = self.conn.execute(statement, [v for p in parts for v in (p, limit)]).fetchall()
         return [
-            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts)
-            for seq, bucket, key, event, version_id, time_ns, facts in rows
+            OutboxRecord(seq, bucket, bytes(key).decode(), event, version_id, time_ns, facts, part)
+            for seq, bucket, key, event, version_id, time_ns, facts, part in rows
         ]
 
-    async def count_outbox(self) -> int:
-        (count,) = self.conn.execute("SELECT count(*) FROM outbox").fetchone()
+    async def count_outbox(self, parts: Sequence[int] | None = None) -> int:
+        if parts is None:
+            (count,) = self.conn.execute("SELECT count(*) FROM outbox").fetchone()
+        else:
+            marks = ", ".join("?" * len(parts))
+            (count,) = self.conn.execute(
+                f"SELECT count(*) FROM outbox WHERE part IN ({marks})", tuple(parts)
+            ).fetchone()
         return int(count)
 
     async def count_outbox_naming(self, fragment: str, within: int) -> tuple[int, int]:
@@ -628,11 +643,12 @@ class SqliteTx(SqliteReader):
         version_id: str | None,
         time_ns: int,
         facts: str,
+        part: int,
     ) -> None:
         self.conn.execute(
-            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (bucket, key.encode(), event, version_id, time_ns, facts),
+            "INSERT INTO outbox (bucket, key, event, version_id, time_ns, facts, part) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (bucket, key.encode(), event, version_id, time_ns, facts, part),
         )
 
     async def delete_outbox(self, seqs: Sequence[int]) -> None:
@@ -650,6 +666,19 @@ class SqliteTx(SqliteReader):
 
     async def drop_lease(self, name: str, holder: str) -> None:
         self.conn.execute("DELETE FROM leases WHERE name = ? AND holder = ?", (name, holder))
+
+    async def live_leases(self, prefix: str, now_ns: int) -> dict[str, str]:
+        rows = self.conn.execute(
+            "SELECT name, holder FROM leases WHERE substr(name, 1, ?) = ? AND expires_ns >= ?",
+            (len(prefix), prefix, now_ns),
+        )
+        return dict(rows)
+
+    async def drop_leases(self, prefix: str, holder: str) -> None:
+        self.conn.execute(
+            "DELETE FROM leases WHERE holder = ? AND substr(name, 1, ?) = ?",
+            (holder, len(prefix), prefix),
+        )
 
     async def lock_docs(self, kind: str, account: str) -> dict[str, str]:
         return await self.get_docs(kind, account)  # the one writer: nobody else changes them

@@ -9,7 +9,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 11
+from ..outbox import partition
+
+SCHEMA_VERSION = 12
 
 # IAM (gateway/iam/): an account's identities as rows. The account's own row (its root's access
 # keys: the row a change of the account's identities holds), a row per user, group, role and
@@ -189,8 +191,11 @@ CREATE TABLE IF NOT EXISTS outbox (
     event       TEXT NOT NULL,
     version_id  TEXT,
     time_ns     INTEGER NOT NULL,
-    facts       TEXT NOT NULL
+    facts       TEXT NOT NULL,
+    part        INTEGER NOT NULL DEFAULT 0
 );
+-- A partition's rows in order (outbox.partition): what its lease's holder reads.
+CREATE INDEX IF NOT EXISTS outbox_by_part ON outbox (part, seq);
 -- Notification topics (gateway/notify/topics.py): each account's, a JSON document by name.
 CREATE TABLE IF NOT EXISTS topics (
     account     TEXT NOT NULL,
@@ -239,6 +244,14 @@ def migration_failed(version: int, exc: BaseException) -> str:
     )
 
 
+def _partition_outbox(conn: sqlite3.Connection) -> None:
+    rows = conn.execute("SELECT seq, bucket, key FROM outbox").fetchall()
+    conn.executemany(
+        "UPDATE outbox SET part = ? WHERE seq = ?",
+        [(partition(bucket, bytes(key).decode()), seq) for seq, bucket, key in rows],
+    )
+
+
 def initialise(path: Path) -> None:
     conn = connect(path)
     try:
@@ -277,12 +290,18 @@ def initialise(path: Path) -> None:
         # files of the data folder, imported at the next start: Store.sweep), tables of their
         # own made by SCHEMA, empty.
         # 11: the accounts' replication remotes, a table of its own made by SCHEMA, empty.
+        # 12: the outbox's partitions: a column and its index; the rows waiting are each put
+        # in their key's partition (outbox.partition), as a new row of the key would be.
+        if 10 <= version < 12:
+            steps.append("ALTER TABLE outbox ADD COLUMN part INTEGER NOT NULL DEFAULT 0;")
         # One transaction: a start interrupted mid-migration leaves the old schema whole.
         try:
-            conn.executescript(
-                f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA} "
-                f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-            )
+            conn.executescript(f"BEGIN IMMEDIATE; {' '.join(steps)} {SCHEMA}")
+            if 10 <= version < 12:
+                _partition_outbox(conn)
+            # execute, not executescript (which would commit what is pending first).
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             # executescript stops at the failing statement with the transaction open: undone
             # here, not left to close(), so that the message is true when it is read.
