@@ -1,6 +1,7 @@
-"""The SQLite catalog's GroupWriter: group commit, one savepoint per write, long writes off the
-event loop, several writers (worker processes) on one catalog taking turns; and the Store's
-release of blob files after the commit that released them."""
+"""The SQLite catalog's GroupWriter: group commit, a group's writes run together and, when one
+fails, again apart (a savepoint per write), long writes off the event loop, several writers
+(worker processes) on one catalog taking turns; and the Store's release of blob files after the
+commit that released them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gateway.store import open_store
-from gateway.store.errors import CommitOutcomeUnknown
+from gateway.store.errors import CommitOutcomeUnknown, PreconditionFailed
+from gateway.store.model import ObjectAttrs, StagedBlob, WriteCondition
 from gateway.store.sqlite.queries import SqliteTx
 from gateway.store.sqlite.schema import connect, initialise
 from gateway.store.sqlite.writer import GroupWriter
@@ -81,6 +83,132 @@ async def test_a_failing_write_undoes_only_itself(writer, path):
     assert committed(path) == {1, 3}
     # What a write released is handed back with its outcome, and only if it committed.
     assert results[2] == (2, ["released-by-3"])
+
+
+def savepoints(writer: GroupWriter) -> list[str]:
+    """The SAVEPOINT statements the writer's connection runs from now on, as they run."""
+    seen: list[str] = []
+    writer._conn.set_trace_callback(lambda sql: seen.append(sql) if "SAVEPOINT" in sql else None)
+    return seen
+
+
+async def test_a_group_without_failures_runs_together(writer, path):
+    """No savepoint per write (each costs a copy of every page it changes): one BEGIN, the
+    writes, one COMMIT."""
+    seen = savepoints(writer)
+    results = await asyncio.gather(*(writer.run(insert(n)) for n in range(20)))
+    assert seen == []
+    assert sorted(n for n, _ in results) == list(range(1, 21))
+    assert committed(path) == set(range(20))
+
+
+async def test_a_failing_write_makes_its_group_run_again_apart(writer, path):
+    """The group's first run stops at the failing write and is rolled back whole: every write
+    is answered from the second run, where each has its savepoint; what the first run's
+    writes released is not handed back twice."""
+    seen = savepoints(writer)
+    runs: list[int] = []
+
+    def counted(n: int, fail: bool = False, files: list[str] | None = None):  # type: ignore[no-untyped-def]
+        fn = insert(n, fail, files)
+
+        async def run(tx: SqliteTx) -> int:
+            runs.append(n)
+            return await fn(tx)
+
+        return run
+
+    results = await asyncio.gather(
+        writer.run(counted(1, files=["by-1"])),
+        writer.run(counted(2, fail=True, files=["never-released"])),
+        writer.run(counted(3, files=["by-3"])),
+        return_exceptions=True,
+    )
+    assert runs == [1, 2, 1, 2, 3]
+    assert results[0] == (1, ["by-1"]) and results[2] == (2, ["by-3"])
+    assert isinstance(results[1], ValueError)
+    assert committed(path) == {1, 3}
+    assert seen.count("SAVEPOINT op") == 3
+
+
+async def test_a_write_refused_for_what_an_earlier_write_of_its_group_did(writer, path):
+    """The same row twice in one group (a constraint failure in the first run): the second
+    write still sees the first's row when the group runs again, and fails alone."""
+    results = await asyncio.gather(
+        writer.run(insert(5)),
+        writer.run(insert(5)),
+        writer.run(insert(6)),
+        return_exceptions=True,
+    )
+    assert results[0] == (1, [])
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert results[2] == (2, [])
+    assert committed(path) == {5, 6}
+
+
+async def test_after_a_failing_group_the_next_runs_apart_until_one_has_no_failure(writer, path):
+    """A group with a failure is likely followed by another (a client retrying a refused
+    condition): the next group runs apart at once instead of twice; a group without failure
+    lets the following ones run together again."""
+    await asyncio.gather(
+        writer.run(insert(1)), writer.run(insert(2, fail=True)), return_exceptions=True
+    )
+    seen = savepoints(writer)
+    await asyncio.gather(writer.run(insert(3)), writer.run(insert(4)))  # apart, no failure
+    assert seen.count("SAVEPOINT op") == 2
+    seen.clear()
+    await asyncio.gather(writer.run(insert(5)), writer.run(insert(6)))  # together again
+    assert seen == []
+    assert committed(path) == {1, 3, 4, 5, 6}
+
+
+async def test_a_failing_write_alone_in_its_group_runs_once(writer, path):
+    runs: list[int] = []
+
+    async def fails(tx: SqliteTx) -> None:
+        runs.append(1)
+        tx.conn.execute("INSERT INTO t (n) VALUES (1)")
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        await writer.run(fails)
+    assert runs == [1] and committed(path) == set()
+    assert await writer.run(insert(2)) == (1, [])  # and the next group runs together
+    assert committed(path) == {2}
+
+
+async def test_a_full_disk_fails_the_group_as_it_did_with_a_savepoint_per_write(writer, path):
+    """SQLite rolls the whole transaction back itself when the disk is full (here: the
+    catalog's page limit): the first run's failure leaves no transaction, and the second
+    meets the same end as a savepoint per write always did (every write of the group fails,
+    nothing is kept); the writer goes on once there is room."""
+    conn = writer._conn
+    conn.execute("CREATE TABLE IF NOT EXISTS big (n INTEGER PRIMARY KEY, data BLOB)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 8}")
+
+    def row(n: int, size: int):  # type: ignore[no-untyped-def]
+        async def fn(tx: SqliteTx) -> int:
+            tx.conn.execute("INSERT INTO big (n, data) VALUES (?, ?)", (n, b"x" * size))
+            return n
+
+        return fn
+
+    outcomes = []
+    for together in (False, True):
+        writer._together = together
+        results = await asyncio.gather(
+            writer.run(row(1, 100)),
+            writer.run(row(2, 1 << 20)),
+            writer.run(row(3, 100)),
+            return_exceptions=True,
+        )
+        outcomes.append([type(r) for r in results])
+        assert all(isinstance(r, sqlite3.Error) for r in results)
+        assert not conn.execute("SELECT n FROM big").fetchall()
+    assert outcomes[0] == outcomes[1]
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    assert await writer.run(row(4, 1 << 20)) == (4, [])
 
 
 async def test_a_group_where_every_write_fails_commits_nothing(writer, path):
@@ -255,5 +383,56 @@ async def test_a_write_whose_commit_is_unknown_keeps_what_it_staged(tmp_path):
             await store._write(lost, ["staged-body"])
         await asyncio.sleep(0.1)  # a free, had one been started, would have run by now
         assert files.retired == [] and files.freed == []
+    finally:
+        store.close()
+
+
+# --- PutObject through the group: what the first run did is never half kept -------------------
+
+
+async def test_puts_of_one_group_when_one_is_refused(tmp_path):
+    """One group (its commit counted): a key written twice ends with the second body, a
+    conditional PUT refused because an earlier PUT of the group made its key is refused
+    alone, and the catalog keeps exactly the blobs its objects use, one reference each (none
+    of the first run's rows, none of the refused PUT's or the replaced body's)."""
+    store = open_store(tmp_path / "data")
+    try:
+        await store.create_bucket("b", "owner", "us-east-1")
+
+        async def body(text: bytes) -> StagedBlob:
+            async def chunks():  # type: ignore[no-untyped-def]
+                yield text
+
+            return await store.stage(chunks())
+
+        blobs = [await body(b) for b in (b"one", b"two", b"first", b"refused", b"second")]
+        writer = store.catalog._writer  # type: ignore[attr-defined]
+        commits = []
+        commit = writer._commit
+        writer._commit = lambda *group: commits.append(1) or commit(*group)
+        results = await asyncio.gather(
+            store.put_object("b", "one", blobs[0], ObjectAttrs()),
+            store.put_object("b", "twice", blobs[2], ObjectAttrs()),
+            store.put_object("b", "two", blobs[1], ObjectAttrs()),
+            store.put_object(
+                "b", "one", blobs[3], ObjectAttrs(), condition=WriteCondition(if_none_match="*")
+            ),
+            store.put_object("b", "twice", blobs[4], ObjectAttrs()),
+            return_exceptions=True,
+        )
+        assert len(commits) == 1
+        assert isinstance(results[3], PreconditionFailed)
+        for key, blob in (("one", blobs[0]), ("two", blobs[1]), ("twice", blobs[4])):
+            obj = await store.head_object("b", key)
+            assert obj.extents[0].blob == blob.id and obj.etag == blob.md5.hex()
+        catalog = sqlite3.connect(tmp_path / "data" / "catalog.sqlite3")
+        rows = catalog.execute("SELECT id, refs FROM blobs").fetchall()
+        assert sorted(rows) == sorted((b.id, 1) for b in (blobs[0], blobs[1], blobs[4]))
+        # The writer runs the next group apart, then together again: both commit.
+        await store.put_object("b", "three", await body(b"three"), ObjectAttrs())
+        await store.put_object("b", "four", await body(b"four"), ObjectAttrs())
+        keys = catalog.execute("SELECT key FROM objects ORDER BY key").fetchall()
+        assert [bytes(k).decode() for (k,) in keys] == ["four", "one", "three", "twice", "two"]
+        catalog.close()
     finally:
         store.close()

@@ -385,7 +385,7 @@ class SqliteAudit:
 
 
 class SqliteTx(SqliteReader):
-    """api.CatalogTx inside a transaction (a savepoint of a group) of the writing connection."""
+    """api.CatalogTx inside a group's transaction of the writing connection (writer.py)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)

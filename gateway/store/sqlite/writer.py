@@ -1,10 +1,20 @@
 """The SQLite catalog's one writing connection, with group commit.
 
 Writes are coroutines over a SqliteTx. The writes waiting when a group starts run in one
-transaction, each in its own savepoint (one failing write does not undo the others), and are
-committed together (one WAL fsync for the group). Each write's outcome, with the file blobs it
-released, is set on a future of its own that no caller can cancel: a request that goes away
-neither undoes a write nor loses track of what it released (the Store service frees those).
+transaction and are committed together (one WAL fsync for the group). Each write's outcome, with
+the file blobs it released, is set on a future of its own that no caller can cancel: a request
+that goes away neither undoes a write nor loses track of what it released (the Store service
+frees those).
+
+One failing write must not undo the others. A group first runs its writes together, with no
+savepoint between them; if one raises, that run is rolled back whole and the group runs again
+apart, each write in its own savepoint, where a failing write is undone alone. Savepoints are
+not kept for every group because they cost more than their two statements: each page a write
+changes that the database had before its savepoint is first copied to SQLite's sub-journal
+(past 64 KiB a temporary file, written with two pwrites per page), about a third of a 4 KiB PUT's
+share of its group when it replaces an object (docs/performance.md, issue 45, lever 3). Running
+a write twice is safe: nothing of the first run is visible (nor committed), and the Store's
+write functions may run again (the PostgreSQL adapter runs them again after a conflict).
 
 The statements run on the event loop and only the COMMIT in a thread: sqlite3 releases the GIL
 around every statement, and a writer thread then waited, statement by statement, for a busy
@@ -67,6 +77,8 @@ class GroupWriter:
         self._pending: list[_Write] = []
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
+        # Run the next group's writes together (False: apart; _apply says when).
+        self._together = True
 
     def run(
         self, fn: Callable[[SqliteTx], Awaitable[T]], *, long: bool = False
@@ -142,27 +154,61 @@ class GroupWriter:
                 delay = min(2 * delay, 0.0005)
 
     def _apply(self, group: list[_Write]) -> list[Outcome]:
-        """Begin, and run each write in its savepoint. An error of the transaction itself
+        """Begin, and run the group's writes: together, then apart if one of them raised
+        (apart at once after a group where one failed). An error of the transaction itself
         (not of a write) is the whole group's outcome."""
         conn = self._conn
-        outcomes: list[Outcome] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for write in group:
-                conn.execute("SAVEPOINT op")
-                tx = SqliteTx(conn)
-                try:
-                    result = complete_now(write.fn(tx))  # type: ignore[arg-type]
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    outcomes.append((None, exc))
-                else:
-                    conn.execute("RELEASE op")
-                    outcomes.append(((result, tx.released), None))
+            if self._together:
+                outcomes = self._run_together(group)
+                if outcomes is not None:
+                    return outcomes
+                # A write raised: what the others wrote may be the reason (the same key
+                # twice), so they run again before it, each undone alone if it fails.
+                if conn.in_transaction:  # SQLite rolls back by itself on some errors
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+            outcomes = self._run_apart(group)
+            # A group where a write failed is likely followed by one (a client retrying a
+            # condition that fails): run apart until a group has none, not twice each time.
+            self._together = all(exc is None for _, exc in outcomes)
         except Exception as exc:
             log.exception("catalog transaction failed")
             outcomes = [(None, exc)] * len(group)
+        return outcomes
+
+    def _run_together(self, group: list[_Write]) -> list[Outcome] | None:
+        """Each write in turn in the one transaction, no savepoint between them; None when
+        one raised (its statements and the others' are then all in the transaction)."""
+        outcomes: list[Outcome] = []
+        for write in group:
+            tx = SqliteTx(self._conn)
+            try:
+                result = complete_now(write.fn(tx))  # type: ignore[arg-type]
+            except Exception as exc:
+                if len(group) == 1:  # the group is only this write: _commit rolls it back
+                    return [(None, exc)]
+                return None
+            outcomes.append(((result, tx.released), None))
+        return outcomes
+
+    def _run_apart(self, group: list[_Write]) -> list[Outcome]:
+        """Each write in its own savepoint: one that raises is undone alone."""
+        conn = self._conn
+        outcomes: list[Outcome] = []
+        for write in group:
+            conn.execute("SAVEPOINT op")
+            tx = SqliteTx(conn)
+            try:
+                result = complete_now(write.fn(tx))  # type: ignore[arg-type]
+            except Exception as exc:
+                conn.execute("ROLLBACK TO op")
+                conn.execute("RELEASE op")
+                outcomes.append((None, exc))
+            else:
+                conn.execute("RELEASE op")
+                outcomes.append(((result, tx.released), None))
         return outcomes
 
     def _commit(self, outcomes: list[Outcome]) -> list[Outcome]:
