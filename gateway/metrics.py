@@ -178,10 +178,10 @@ def _define(registry: CollectorRegistry | None) -> None:
     )
     NOTIFY_PENDING = Gauge(
         "s3gw_notifications_pending",
-        "Events in the outbox not yet acknowledged by every destination (as the worker "
-        "holding the notifications lease last counted them)",
+        "Events in the outbox not yet acknowledged by every destination (as the workers "
+        "holding the outbox's partitions last counted them, summed over the processes)",
         registry=registry,
-        multiprocess_mode="livemax",
+        multiprocess_mode="livesum",
     )
     NOTIFY_DELIVERED = Counter(
         "s3gw_notifications_delivered",
@@ -201,8 +201,8 @@ def _define(registry: CollectorRegistry | None) -> None:
     NOTIFY_OLDEST = Gauge(
         "s3gw_notifications_oldest_seconds",
         "Per destination (a topic's ARN, a replication rule's bucket ARN): the age of the "
-        "oldest outbox record still waiting for it, among the first rows the worker holding "
-        "the lease last read (0: nothing waiting)",
+        "oldest outbox record still waiting for it, among the first rows of their partitions "
+        "the workers last read (0: nothing waiting)",
         ["destination"],
         registry=registry,
         multiprocess_mode="livemax",
@@ -231,10 +231,10 @@ def _define(registry: CollectorRegistry | None) -> None:
     REPLICATION_PENDING = Gauge(
         "s3gw_replication_pending",
         "Per replication rule (source bucket, rule id): copies still to make, among the first "
-        "outbox rows the worker holding the lease last read",
+        "outbox rows of their partitions the workers last read (summed over the processes)",
         ["bucket", "rule"],
         registry=registry,
-        multiprocess_mode="livemax",
+        multiprocess_mode="livesum",
     )
     REPLICATION_PENDING_BYTES = Gauge(
         "s3gw_replication_pending_bytes",
@@ -242,7 +242,7 @@ def _define(registry: CollectorRegistry | None) -> None:
         "s3gw_replication_pending counts them)",
         ["bucket", "rule"],
         registry=registry,
-        multiprocess_mode="livemax",
+        multiprocess_mode="livesum",
     )
 
 
