@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tests.seaweed import SeaweedServer
@@ -44,6 +46,18 @@ def _blobs(seaweed: SeaweedServer, bucket: str) -> set[str]:
 
 def _uploads_below(seaweed: SeaweedServer, bucket: str) -> list[Any]:
     return seaweed.client().list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def _intents(server: GatewayProcess) -> int:
+    """The blob intents the catalog holds (writes in flight, or a killed writer's not yet
+    reclaimed), read beside the running gateway."""
+    query = "SELECT count(*) FROM blob_intents"
+    if server.catalog is None:
+        with sqlite3.connect(f"file:{server.data / 'catalog.sqlite3'}?mode=ro", uri=True) as conn:
+            return int(conn.execute(query).fetchone()[0])
+    with psycopg.connect(server.catalog, autocommit=True) as conn:
+        row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0
 
 
 def _fsck(server: GatewayProcess, env: dict[str, str]) -> str:
@@ -172,6 +186,9 @@ def test_kill_mid_upload_then_delete_everything_leaves_nothing_below(
     # One blob below per PUT, one per part kept.
     named = len(listed) + len(numbers)
     _wait("orphans stayed below", lambda: len(_blobs(seaweed, own)) == named)
+    # A write killed after its intent was recorded and before anything went below leaves
+    # only the intent: the reclaimer takes it once the lease lapsed.
+    _wait("the killed gateway's intents stayed", lambda: _intents(server) == 0)
 
     server.stop()
     report = _fsck(server, env)
