@@ -16,6 +16,7 @@ import glob
 import itertools
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -48,6 +49,21 @@ def unavailable_reason() -> str | None:
 
 
 def _free_port() -> int:
+    """A port free now, below the kernel's ephemeral range: one the kernel hands out (a bind
+    to port 0) may become the local port of some outgoing connection before the server given
+    it binds it (seen: a Patroni standby's PostgreSQL failing with "Address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(max(1024, low - 12000), low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
