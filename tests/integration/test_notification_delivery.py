@@ -501,29 +501,45 @@ def test_an_event_older_than_the_retention_is_dropped(tmp_path: Path, catalog: s
         receiver.close()
 
 
-def test_two_nodes_writing_at_once(postgres: PostgresServer, tmp_path: Path) -> None:
-    """Two nodes (one of two processes) on one PostgreSQL catalog and data folder, writes
-    spread over both at once: every record is delivered, each at most twice (one holder of
-    the lease delivers at a time; a change of holder may send a record again)."""
-    receiver = Receiver()
-    url = postgres.database()
-    nodes = [
-        GatewayProcess(tmp_path / "data", {"S3GW_CATALOG": url, "S3GW_WORKERS": str(n)}).start()
-        for n in (2, 1)
-    ]
+def _notifying_nodes(
+    url: str, tmp_path: Path, bucket: str, receiver: Receiver
+) -> list[GatewayProcess]:
+    """Two nodes (one of two processes, one of one) on the PostgreSQL catalog `url` and one
+    data folder, and `bucket` made with every object created sent to `receiver` at
+    `/BUCKET`. The caller stops the nodes; if the set-up fails, they are stopped here."""
+    nodes: list[GatewayProcess] = []
     try:
+        for n in (2, 1):
+            env = {"S3GW_CATALOG": url, "S3GW_WORKERS": str(n)}
+            nodes.append(GatewayProcess(tmp_path / "data", env).start())
         s3 = _client(nodes[0], "s3")
-        s3.create_bucket(Bucket="both")
+        s3.create_bucket(Bucket=bucket)
         # Made on one node, used by the other's worker: topics are the catalog's.
-        arn = _topic(nodes[0], "both", f"{receiver.url}/both")
+        arn = _topic(nodes[0], bucket, f"{receiver.url}/{bucket}")
         s3.put_bucket_notification_configuration(
-            Bucket="both",
+            Bucket=bucket,
             NotificationConfiguration={
                 "TopicConfigurations": [
                     {"Id": "c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
                 ]
             },
         )
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+def test_two_nodes_writing_at_once(postgres: PostgresServer, tmp_path: Path) -> None:
+    """Two nodes (one of two processes) on one PostgreSQL catalog and data folder, writes
+    spread over both at once: every record is delivered, each at most twice (one holder of
+    the lease delivers at a time; a change of holder may send a record again)."""
+    receiver = Receiver()
+    url = postgres.database()
+    nodes: list[GatewayProcess] = []
+    try:
+        nodes = _notifying_nodes(url, tmp_path, "both", receiver)
 
         def write(n: int) -> None:
             client = _client(nodes[n % 2], "s3")
@@ -566,22 +582,9 @@ def test_the_nodes_share_the_partitions_of_a_backlog(
     receiver = Receiver()
     port = receiver.port
     url = postgres.database()
-    nodes = [
-        GatewayProcess(tmp_path / "data", {"S3GW_CATALOG": url, "S3GW_WORKERS": str(n)}).start()
-        for n in (2, 1)
-    ]
+    nodes: list[GatewayProcess] = []
     try:
-        s3 = _client(nodes[0], "s3")
-        s3.create_bucket(Bucket="shared")
-        arn = _topic(nodes[0], "shared", f"{receiver.url}/shared")
-        s3.put_bucket_notification_configuration(
-            Bucket="shared",
-            NotificationConfiguration={
-                "TopicConfigurations": [
-                    {"Id": "c", "TopicArn": arn, "Events": ["s3:ObjectCreated:*"]}
-                ]
-            },
-        )
+        nodes = _notifying_nodes(url, tmp_path, "shared", receiver)
         for node in nodes:
             node.allow(r"notifications: arn:aws:sns:")  # the destination down: a warning
         receiver.close()
